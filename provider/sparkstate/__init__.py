@@ -1,0 +1,44 @@
+"""sparkstate: a Spark Structured Streaming state store provider backed by Python.
+
+Users need two things from this module: `jar_path()` (the shim jar for `spark.jars`) and
+`configure(builder)`, which sets the jar, the provider class and the worker interpreter.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from .config import PREFIX, PROVIDER_CLASS, PROVIDER_CLASS_KEY, Settings
+
+__version__ = "0.1.0"
+__all__ = ["jar_path", "configure", "PROVIDER_CLASS", "__version__"]
+
+
+def jar_path() -> str:
+    """Absolute path of the JVM shim jar shipped inside this package."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "sparkstate.jar")
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"the sparkstate shim jar is missing at {path}; reinstall with `pip install .` "
+            "(it is built with javac during the install)")
+    return path
+
+
+def configure(builder: Any, **settings: Any) -> Any:
+    """Point a `SparkSession.Builder` at sparkstate and return it.
+
+    Sets `spark.jars` (appending to any jars already configured), the provider class, and the worker
+    interpreter to this one. Keyword arguments are sparkstate settings by short key, e.g.
+    `configure(builder, backend="rocksdb", transport="py4j")`; they are validated here, on the driver.
+    """
+    conf: dict[str, str] = {PREFIX + "pythonExec": sys.executable}
+    for key, value in settings.items():
+        conf[PREFIX + key] = str(value).lower() if isinstance(value, bool) else str(value)
+    Settings.parse(conf)  # fail fast on the driver with the same message an executor would give
+    existing = builder._options.get("spark.jars") if hasattr(builder, "_options") else None
+    jars = jar_path() if not existing else f"{existing},{jar_path()}"
+    builder = builder.config("spark.jars", jars).config(PROVIDER_CLASS_KEY, PROVIDER_CLASS)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder

@@ -1,0 +1,157 @@
+"""Settings of sparkstate, each declared once.
+
+Every key lives under `spark.sql.streaming.stateStore.sparkstate.` (Spark hands explicitly set
+`spark.sql.streaming.stateStore.*` keys to providers on executors). `Settings.parse` turns the raw
+strings into a frozen, typed object and rejects unknown keys and bad values with an error that names the
+key and the valid values. The README's settings table is generated from `DECLARATIONS`
+(`sparkstate conf-docs`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .errors import ConfigError
+
+PREFIX = "spark.sql.streaming.stateStore.sparkstate."
+PROVIDER_CLASS = "io.sparkstate.PythonStateStoreProvider"
+PROVIDER_CLASS_KEY = "spark.sql.streaming.stateStore.providerClass"
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One setting: its key (after PREFIX), field name, default, parser and doc line."""
+
+    key: str
+    field: str
+    default: Any
+    parse: Callable[[str], Any]
+    doc: str
+    valid: str  # human description of valid values, used in errors and docs
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in options:
+            raise ValueError
+        return value
+    return parse
+
+
+def _int_at_least(low: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        value = int(raw.strip())
+        if value < low:
+            raise ValueError
+        return value
+    return parse
+
+
+def _text(raw: str) -> str:
+    if not raw.strip():
+        raise ValueError
+    return raw.strip()
+
+
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError
+    return value == "true"
+
+
+BACKENDS = ("rocksdb",)
+TRANSPORTS = ("socket", "py4j")
+COMPRESSIONS = ("lz4", "zstd", "snappy", "none")
+
+DECLARATIONS: tuple[Declaration, ...] = (
+    Declaration("backend", "backend", "rocksdb", _choice(*BACKENDS),
+                "State backend of the query's stores.", ", ".join(BACKENDS)),
+    Declaration("transport", "transport", "socket", _choice(*TRANSPORTS),
+                "Data channel between the JVM shim and the Python worker: a Unix domain socket, or py4j "
+                "(the slow, simple reference path).", ", ".join(TRANSPORTS)),
+    Declaration("pythonExec", "python_exec", None, _text,
+                "Python interpreter for the store workers. Unset: spark.pyspark.python, then "
+                "PYSPARK_PYTHON, then python3. `sparkstate.configure()` sets it to the current interpreter.",
+                "a path or command"),
+    Declaration("workerStartTimeoutMs", "worker_start_timeout_ms", 60000, _int_at_least(1000),
+                "How long an executor waits for a new Python worker to register.", "an integer >= 1000"),
+    Declaration("localDir", "local_dir", None, _text,
+                "Directory for the workers' local working copies (live databases, file cache). "
+                "Unset: the system temp directory.", "a local directory path"),
+    Declaration("rocksdb.blockCacheSizeMB", "rocksdb_block_cache_mb", 32, _int_at_least(0),
+                "RocksDB block cache per store, in MiB.", "an integer >= 0"),
+    Declaration("rocksdb.writeBufferSizeMB", "rocksdb_write_buffer_mb", 64, _int_at_least(1),
+                "RocksDB memtable size per store, in MiB.", "an integer >= 1"),
+    Declaration("rocksdb.bloomFilterBitsPerKey", "rocksdb_bloom_bits", 10, _int_at_least(0),
+                "Bits per key of the RocksDB bloom filter (0 turns it off).", "an integer >= 0"),
+    Declaration("rocksdb.compression", "rocksdb_compression", "lz4", _choice(*COMPRESSIONS),
+                "Compression of RocksDB SST files.", ", ".join(COMPRESSIONS)),
+    Declaration("checkpoint.verifyLocalCache", "verify_local_cache", False, _bool,
+                "Re-verify checksums of files already in the local cache when restoring a version "
+                "(files are always verified when downloaded).", "true, false"),
+)
+
+_BY_KEY = {d.key.lower(): d for d in DECLARATIONS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    backend: str = "rocksdb"
+    transport: str = "socket"
+    python_exec: str | None = None
+    worker_start_timeout_ms: int = 60000
+    local_dir: str | None = None
+    rocksdb_block_cache_mb: int = 32
+    rocksdb_write_buffer_mb: int = 64
+    rocksdb_bloom_bits: int = 10
+    rocksdb_compression: str = "lz4"
+    verify_local_cache: bool = False
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, str]) -> "Settings":
+        """Parse `{full key: string value}`; keys outside PREFIX are ignored."""
+        values: dict[str, Any] = {}
+        for full_key, raw_value in raw.items():
+            if not full_key.startswith(PREFIX):
+                continue
+            short = full_key[len(PREFIX):]
+            decl = _BY_KEY.get(short.lower())
+            if decl is None:
+                known = ", ".join(d.key for d in DECLARATIONS)
+                raise ConfigError(f"unknown setting '{full_key}'. Known settings under {PREFIX}: {known}")
+            try:
+                values[decl.field] = decl.parse(str(raw_value))
+            except (ValueError, TypeError):
+                raise ConfigError(
+                    f"invalid value {raw_value!r} for '{PREFIX}{decl.key}': expected {decl.valid}") from None
+        return cls(**values)
+
+    def to_conf(self) -> dict[str, str]:
+        """The settings that differ from the defaults, as spark conf entries."""
+        out: dict[str, str] = {}
+        for decl in DECLARATIONS:
+            value = getattr(self, decl.field)
+            if value != decl.default and value is not None:
+                out[PREFIX + decl.key] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+
+def _check_fields_match() -> None:
+    fields = {f.name: f.default for f in dataclasses.fields(Settings)}
+    for decl in DECLARATIONS:
+        assert fields.get(decl.field, object()) == decl.default, decl
+
+
+_check_fields_match()
+
+
+def settings_table_markdown() -> str:
+    """The README table of settings, generated from DECLARATIONS."""
+    rows = ["| key | default | valid values | what it does |", "|---|---|---|---|"]
+    for d in DECLARATIONS:
+        default = "(unset)" if d.default is None else str(d.default).lower() if isinstance(d.default, bool) else str(d.default)
+        rows.append(f"| `{PREFIX}{d.key}` | `{default}` | {d.valid} | {d.doc} |")
+    return "\n".join(rows)
