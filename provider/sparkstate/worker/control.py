@@ -1,0 +1,111 @@
+"""The py4j-facing control object: the JVM calls these methods (interface io.sparkstate.WorkerControl).
+
+Arguments and results are JSON strings (docs/architecture.md §3). py4j runs each call on one of its own
+threads, so these methods may run concurrently with the data server thread; the engine's per-store lock
+orders them.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import threading
+import traceback
+from typing import Any, Callable
+
+from .. import __version__
+from ..engine.store import StoreSpec
+from . import protocol as p
+from .dispatcher import Session
+from .registry import StoreRegistry
+
+
+def _reported(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Log the traceback in the worker's stderr; hand the JVM a one-line `Type: message`."""
+
+    @functools.wraps(method)
+    def wrapper(self: "WorkerControl", *args: Any) -> Any:
+        try:
+            return method(self, *args)
+        except Exception as exc:
+            traceback.print_exc()
+            sys.stderr.flush()
+            raise RuntimeError(f"{type(exc).__name__}: {exc}") from None
+
+    return wrapper
+
+
+class WorkerControl:
+    def __init__(self, registry: StoreRegistry, on_shutdown: Callable[[], None]):
+        self._registry = registry
+        self._on_shutdown = on_shutdown
+        # transport=py4j: frames arrive one call at a time from the leasing task, in order.
+        self._py4j_session = Session(registry.get)
+        self._py4j_lock = threading.Lock()
+
+    @_reported
+    def hello(self) -> str:
+        return json.dumps({"pid": os.getpid(), "python": sys.executable, "version": __version__})
+
+    @_reported
+    def open(self, spec_json: str) -> str:
+        spec = StoreSpec.from_json(json.loads(spec_json))
+        return json.dumps({"handle": self._registry.open(spec)})
+
+    @_reported
+    def load(self, handle: int, version: int) -> str:
+        result = self._registry.get(handle).load(int(version))
+        return json.dumps({"version": result.version, "loadMs": result.load_ms, "source": result.source})
+
+    @_reported
+    def commit(self, handle: int) -> str:
+        result = self._registry.get(handle).commit()
+        return json.dumps({"version": result.version, "metrics": result.metrics})
+
+    @_reported
+    def abort(self, handle: int) -> None:
+        self._registry.get(handle).abort()
+
+    @_reported
+    def metrics(self, handle: int) -> str:
+        m = self._registry.get(handle).metrics()
+        return json.dumps({"numKeys": m.num_keys, "memoryUsedBytes": m.memory_used_bytes, "custom": m.custom})
+
+    @_reported
+    def maintenance(self, handle: int, kind: str) -> None:
+        store = self._registry.get(handle)
+        if kind == "snapshot":
+            store.maintenance_snapshot()
+        elif kind == "cleanup":
+            store.maintenance_cleanup()
+        else:
+            raise ValueError(f"unknown maintenance kind {kind!r} (expected snapshot or cleanup)")
+
+    @_reported
+    def release(self, handle: int) -> None:
+        store = self._registry.pop(handle)
+        if store is not None:
+            store.release()
+
+    @_reported
+    def close(self, handle: int) -> None:
+        store = self._registry.pop(handle)
+        if store is not None:
+            store.close()
+
+    @_reported
+    def data(self, frame: bytes) -> bytes:
+        frame = bytes(frame)  # py4j hands a bytearray
+        op, handle, length = p.HEADER.unpack_from(frame, 0)
+        payload = frame[p.HEADER.size:p.HEADER.size + length]
+        with self._py4j_lock:
+            response = self._py4j_session.handle(op, handle, payload)
+        return response if response is not None else b""
+
+    @_reported
+    def shutdown(self) -> None:
+        threading.Thread(target=self._on_shutdown, daemon=True).start()
+
+    class Java:
+        implements = ["io.sparkstate.WorkerControl"]

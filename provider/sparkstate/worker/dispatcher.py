@@ -1,0 +1,112 @@
+"""Turns data frames into store calls; shared by the socket and the py4j transports.
+
+A `Session` is one ordered stream of frames (one socket connection, or the py4j data path). Errors of
+asynchronous frames (BATCH, SCAN_CLOSE) have no reply of their own: the session remembers the first one
+and answers the next synchronous frame with it, so a failed put is never silently lost.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import traceback
+from typing import Callable, Protocol
+
+from . import protocol as p
+
+CHUNK_MAX_ROWS = 4096
+CHUNK_MAX_BYTES = 1 << 20
+
+
+class Cursor(Protocol):
+    def next_chunk(self, max_rows: int, max_bytes: int) -> tuple[list[tuple[bytes, bytes]], bool]: ...
+    def close(self) -> None: ...
+
+
+class StoreLookup(Protocol):
+    def __call__(self, handle: int): ...  # returns an engine Store
+
+
+class Session:
+    """Frame handling for one ordered frame stream. Not thread-safe: one stream, one thread."""
+
+    _cursor_ids = itertools.count(1)
+    _cursor_ids_lock = threading.Lock()
+
+    def __init__(self, store_of: Callable[[int], object]):
+        self._store_of = store_of
+        self._cursors: dict[int, Cursor] = {}
+        self._pending_error: str | None = None
+
+    # -- one frame ---------------------------------------------------------------------------
+    def handle(self, op: int, handle: int, payload: bytes) -> bytes | None:
+        """Apply one frame; return the response bytes of a synchronous frame, None otherwise."""
+        if op in p.SYNC_OPS:
+            if self._pending_error is not None:
+                error, self._pending_error = self._pending_error, None
+                if op == p.OP_SCAN_NEXT:
+                    self._close_cursor(p.INT.unpack_from(payload, 0)[0])
+                return p.encode_error(error)
+            try:
+                return self._sync(op, handle, payload)
+            except Exception as exc:  # reported to the JVM, which fails the task
+                return p.encode_error(_describe(exc, op, handle))
+        try:
+            self._async(op, handle, payload)
+        except Exception as exc:
+            if self._pending_error is None:
+                self._pending_error = _describe(exc, op, handle)
+        return None
+
+    def _sync(self, op: int, handle: int, payload: bytes) -> bytes:
+        if op == p.OP_GET:
+            return p.encode_value(self._store_of(handle).get(payload))
+        if op == p.OP_SCAN_OPEN:
+            cursor = self._store_of(handle).open_cursor(payload)
+            with Session._cursor_ids_lock:
+                cursor_id = next(Session._cursor_ids) & 0x7FFFFFFF
+            self._cursors[cursor_id] = cursor
+            return self._chunk(cursor_id)
+        if op == p.OP_SCAN_NEXT:
+            return self._chunk(p.INT.unpack_from(payload, 0)[0])
+        if op == p.OP_SYNC:
+            return p.OK
+        raise ValueError(f"unknown synchronous op {op}")
+
+    def _async(self, op: int, handle: int, payload: bytes) -> None:
+        if op == p.OP_BATCH:
+            self._store_of(handle).apply_batch(p.decode_batch(payload))
+        elif op == p.OP_SCAN_CLOSE:
+            self._close_cursor(p.INT.unpack_from(payload, 0)[0])
+        else:
+            raise ValueError(f"unknown op {op}")
+
+    def _chunk(self, cursor_id: int) -> bytes:
+        cursor = self._cursors.get(cursor_id)
+        if cursor is None:
+            raise ValueError(f"scan cursor {cursor_id} is not open (closed or never opened)")
+        try:
+            rows, done = cursor.next_chunk(CHUNK_MAX_ROWS, CHUNK_MAX_BYTES)
+        except BaseException:
+            self._close_cursor(cursor_id)
+            raise
+        if done:
+            self._close_cursor(cursor_id)
+        return p.encode_chunk(rows, done, cursor_id)
+
+    def _close_cursor(self, cursor_id: int) -> None:
+        cursor = self._cursors.pop(cursor_id, None)
+        if cursor is not None:
+            cursor.close()
+
+    def close(self) -> None:
+        """Close every cursor still open (a live cursor pins the database's files and lock)."""
+        for cursor_id in list(self._cursors):
+            try:
+                self._close_cursor(cursor_id)
+            except Exception:
+                traceback.print_exc()
+
+
+def _describe(exc: BaseException, op: int, handle: int) -> str:
+    traceback.print_exc()
+    return f"{type(exc).__name__}: {exc}"

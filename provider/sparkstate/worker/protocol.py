@@ -1,0 +1,128 @@
+"""Data-channel frames shared by the socket and py4j transports (docs/architecture.md §4).
+
+All integers are little-endian int32 (`<i`), matching the shim's ByteBuffer order.
+
+Request:  u8 op | i32 handle | i32 len | payload[len]
+BATCH     payload = i32 n | i32 klen[n] | i32 vlen[n] | (key_i value_i)...   vlen = -1 removes
+GET       payload = storage key                   -> i32 vlen | value   (vlen = -1: absent)
+SCAN_OPEN payload = byte prefix                    -> chunk
+SCAN_NEXT payload = i32 cursor                     -> chunk
+SCAN_CLOSE payload = i32 cursor                    (no response)
+SYNC      payload = empty                          -> i32 0
+chunk     = i32 n | u8 done | i32 cursor | i32 klen[n] | i32 vlen[n] | (key_i value_i)...
+error     = i32 -2 | i32 len | utf-8 message       (instead of any sync response)
+"""
+from __future__ import annotations
+
+import struct
+import sys
+from array import array
+from typing import Sequence
+
+from ..errors import ProtocolError
+
+OP_BATCH = 1
+OP_GET = 2
+OP_SCAN_OPEN = 3
+OP_SCAN_NEXT = 4
+OP_SCAN_CLOSE = 5
+OP_SYNC = 6
+
+SYNC_OPS = frozenset({OP_GET, OP_SCAN_OPEN, OP_SCAN_NEXT, OP_SYNC})
+
+HEADER = struct.Struct("<Bii")
+INT = struct.Struct("<i")
+CHUNK_HEADER = struct.Struct("<iBi")
+
+ABSENT = INT.pack(-1)
+OK = INT.pack(0)
+ERROR_CODE = -2
+
+_LITTLE = sys.byteorder == "little"
+
+
+def _int_array(buf: bytes | memoryview, offset: int, count: int) -> Sequence[int]:
+    """`count` little-endian int32 values at `offset`, without a per-value unpack on x86."""
+    if _LITTLE:
+        return memoryview(buf)[offset:offset + 4 * count].cast("i")
+    return struct.unpack_from(f"<{count}i", buf, offset)
+
+
+def decode_batch(payload: bytes) -> list[tuple[bytes, bytes | None]]:
+    """Records of a BATCH payload, in order; a None value is a remove."""
+    if len(payload) < 4:
+        raise ProtocolError(f"BATCH payload of {len(payload)} bytes has no record count")
+    (n,) = INT.unpack_from(payload, 0)
+    lens_end = 4 + 8 * n
+    if n < 0 or lens_end > len(payload):
+        raise ProtocolError(f"BATCH announces {n} records but has {len(payload)} bytes")
+    klens = _int_array(payload, 4, n)
+    vlens = _int_array(payload, 4 + 4 * n, n)
+    records: list[tuple[bytes, bytes | None]] = []
+    append = records.append
+    off = lens_end
+    for i in range(n):
+        klen = klens[i]
+        vlen = vlens[i]
+        key = payload[off:off + klen]
+        off += klen
+        if vlen < 0:
+            append((key, None))
+        else:
+            append((key, payload[off:off + vlen]))
+            off += vlen
+    if off != len(payload):
+        raise ProtocolError(f"BATCH of {n} records: lengths cover {off} of {len(payload)} bytes")
+    return records
+
+
+def encode_batch(records: Sequence[tuple[bytes, bytes | None]]) -> bytes:
+    """Inverse of decode_batch (used by tests and Python-side clients)."""
+    klens = array("i", (len(k) for k, _ in records))
+    vlens = array("i", (-1 if v is None else len(v) for _, v in records))
+    if not _LITTLE:
+        klens.byteswap(); vlens.byteswap()
+    body = b"".join(k + (v or b"") for k, v in records)
+    return INT.pack(len(records)) + klens.tobytes() + vlens.tobytes() + body
+
+
+def encode_chunk(rows: Sequence[tuple[bytes, bytes]], done: bool, cursor: int) -> bytes:
+    lens = array("i", [len(k) for k, _ in rows])
+    lens.extend(len(v) for _, v in rows)
+    if not _LITTLE:
+        lens.byteswap()
+    body = b"".join([b for row in rows for b in row])
+    return CHUNK_HEADER.pack(len(rows), 1 if done else 0, cursor) + lens.tobytes() + body
+
+
+def decode_chunk(data: bytes) -> tuple[list[tuple[bytes, bytes]], bool, int]:
+    n, done, cursor = CHUNK_HEADER.unpack_from(data, 0)
+    if n == ERROR_CODE:
+        raise ProtocolError(decode_error(data))
+    klens = _int_array(data, CHUNK_HEADER.size, n)
+    vlens = _int_array(data, CHUNK_HEADER.size + 4 * n, n)
+    off = CHUNK_HEADER.size + 8 * n
+    rows = []
+    for i in range(n):
+        k = data[off:off + klens[i]]; off += klens[i]
+        v = data[off:off + vlens[i]]; off += vlens[i]
+        rows.append((k, v))
+    return rows, bool(done), cursor
+
+
+def encode_value(value: bytes | None) -> bytes:
+    return ABSENT if value is None else INT.pack(len(value)) + value
+
+
+def encode_error(message: str) -> bytes:
+    raw = message.encode("utf-8", "replace")
+    return INT.pack(ERROR_CODE) + INT.pack(len(raw)) + raw
+
+
+def decode_error(data: bytes) -> str:
+    (length,) = INT.unpack_from(data, 4)
+    return data[8:8 + length].decode("utf-8", "replace")
+
+
+def encode_request(op: int, handle: int, payload: bytes = b"") -> bytes:
+    return HEADER.pack(op, handle, len(payload)) + payload
