@@ -1,0 +1,259 @@
+"""sparkstate demo: a stateful clickstream pipeline on local Spark, with our state store provider.
+
+    python python/demo.py                       # sparkstate provider, ./demo-output
+    python python/demo.py --provider rocksdb    # the same pipeline on Spark's RocksDB provider
+    python -m sparkstate_jobs.demo --help       # when installed
+
+What it does, each run:
+1. appends the next chunk of synthetic clickstream to `<workdir>/input` (one JSON file per micro-batch,
+   with re-delivered duplicates and late events; see clickstream.py);
+2. runs a streaming query over the new files, one file per micro-batch, then stops:
+
+       events ──watermark(ts, 1 min)──► dropDuplicatesWithinWatermark(event_id)      (state: seen ids)
+              ──► groupBy(user, session_window(ts, 30 s)).agg(clicks, checkouts)     (state: open sessions)
+              ──► append closed sessions to <workdir>/output/sessions (parquet)
+
+   (`--view pages` swaps the session window for per-minute page counts);
+3. prints one line per micro-batch from Spark's progress events (input rows, duration, state rows and
+   memory, commit time, and any `sparkstate*` custom metrics of our provider), then a summary.
+
+Run it again with the same `--workdir` and the query resumes from its checkpoint: the state (seen event
+ids, open sessions) carries over, and the next chunk of input continues where the last one ended.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def _bootstrap_package() -> None:
+    """Make `sparkstate_jobs` importable when this file is run as a script from a checkout."""
+    if "sparkstate_jobs" in sys.modules:
+        return
+    try:
+        import sparkstate_jobs  # noqa: F401,PLC0415 - installed (pip install .)
+        return
+    except ImportError:
+        pass
+    import importlib.util  # noqa: PLC0415
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location(
+        "sparkstate_jobs", os.path.join(here, "__init__.py"), submodule_search_locations=[here])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sparkstate_jobs"] = module
+    spec.loader.exec_module(module)
+
+
+if not __package__:
+    _bootstrap_package()
+
+from sparkstate_jobs import clickstream  # noqa: E402
+from sparkstate_jobs.progress import BatchStats, human_bytes  # noqa: E402
+from sparkstate_jobs.session import (PROVIDERS, ProviderUnavailable, new_session,  # noqa: E402
+                                     parse_conf_pairs, read_conf_file)
+
+WATERMARK_DELAY = "1 minute"
+SESSION_GAP = "30 seconds"
+PAGE_WINDOW = "1 minute"
+RUN_FILE = "demo-run.json"   # what the checkpoint was created with; both are pinned by Spark
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="demo", description=__doc__.split("\n\n", 1)[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workdir", default="./demo-output",
+                   help="input, checkpoint and output live here; reuse it to resume (default: %(default)s)")
+    p.add_argument("--batches", type=int, default=8, help="micro-batches (input files) to add this run")
+    p.add_argument("--rows-per-batch", type=int, default=5000, help="events per micro-batch")
+    p.add_argument("--provider", choices=[p for p in PROVIDERS], default="sparkstate",
+                   help="state store provider (default: %(default)s); fixed once the checkpoint exists")
+    p.add_argument("--backend", default=None, help="sparkstate backend setting (passed through)")
+    p.add_argument("--view", choices=("sessions", "pages"), default="sessions",
+                   help="sessions: per-user session windows; pages: per-minute page counts")
+    p.add_argument("--shuffle-partitions", type=int, default=4, help="state store partitions")
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
+    p.add_argument("--conf-file", action="append", metavar="PATH",
+                   help="spark-defaults style file of extra conf, e.g. conf/presets/low-latency.conf")
+    args = p.parse_args(argv)
+    if args.batches < 0 or args.rows_per_batch < 100:
+        p.error("--batches must be >= 0 and --rows-per-batch >= 100")
+    return args
+
+
+def check_run_file(workdir: str, args: argparse.Namespace) -> None:
+    """Refuse to resume a checkpoint with another provider or view: Spark would silently keep the old one."""
+    path = os.path.join(workdir, RUN_FILE)
+    wanted = {"provider": args.provider, "view": args.view}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            recorded = json.load(fh)
+        for key, value in wanted.items():
+            if recorded.get(key) != value:
+                raise SystemExit(
+                    f"{workdir} holds a checkpoint made with --{key} {recorded.get(key)}; Spark pins the "
+                    f"state layout in the checkpoint, so use --{key} {recorded.get(key)} or a new --workdir.")
+    else:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(wanted, fh)
+
+
+def build_query(spark, input_dir: str, view: str):
+    """The pipeline: watermark → dedup by event_id → sessions per user (or page counts per minute)."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    events = (spark.readStream
+              .schema("event_id STRING, user STRING, page STRING, ts TIMESTAMP")
+              .option("maxFilesPerTrigger", 1)          # one input file = one micro-batch
+              .json(input_dir))
+    unique = (events
+              .withWatermark("ts", WATERMARK_DELAY)    # events older than this are late and dropped
+              .dropDuplicatesWithinWatermark(["event_id"]))
+    if view == "sessions":
+        return (unique
+                .groupBy("user", F.session_window("ts", SESSION_GAP).alias("session"))
+                .agg(F.count("*").alias("clicks"),
+                     F.sum(F.when(F.col("page") == "/checkout", 1).otherwise(0)).alias("checkouts"))
+                .select("user", F.col("session.start").alias("start"), F.col("session.end").alias("end"),
+                        "clicks", "checkouts"))
+    return (unique
+            .groupBy(F.window("ts", PAGE_WINDOW).alias("minute"), "page")
+            .count()
+            .select(F.col("minute.start").alias("minute"), "page", "count"))
+
+
+class ProgressPrinter:
+    """Prints one line per micro-batch as Spark reports it, and keeps the stats for the summary."""
+
+    HEADER = (f"{'batch':>5} {'input':>7} {'ms':>6} {'state rows':>10} {'state mem':>10} "
+              f"{'commit ms':>9} {'late':>5}  watermark")
+
+    def __init__(self) -> None:
+        self.batches: list[BatchStats] = []
+
+    def on_progress(self, progress) -> None:
+        b = BatchStats.from_progress(progress)
+        self.batches.append(b)
+        late = sum(op.rows_dropped_by_watermark for op in b.operators)
+        print(f"{b.batch_id:>5} {b.input_rows:>7} {b.duration_ms:>6} {b.state_rows:>10} "
+              f"{human_bytes(b.state_memory_bytes):>10} {b.commit_ms:>9} {late:>5}  {b.watermark or '-'}",
+              flush=True)
+        for op in b.operators:
+            ours = op.ours
+            if ours:
+                shown = ", ".join(f"{k}={v}" for k, v in sorted(ours.items()))
+                print(f"{'':>6}{op.name}: {shown}", flush=True)
+
+
+def attach_listener(spark, printer: ProgressPrinter) -> object:
+    from pyspark.sql.streaming import StreamingQueryListener  # noqa: PLC0415
+
+    class Listener(StreamingQueryListener):
+        def onQueryStarted(self, event):  # noqa: N802 - Spark's names
+            pass
+
+        def onQueryProgress(self, event):  # noqa: N802
+            printer.on_progress(event.progress)
+
+        def onQueryIdle(self, event):  # noqa: N802
+            pass
+
+        def onQueryTerminated(self, event):  # noqa: N802
+            pass
+
+    listener = Listener()
+    spark.streams.addListener(listener)
+    return listener
+
+
+def summarize(spark, args, chunk, printer: ProgressPrinter, output_dir: str, elapsed: float) -> None:
+    batches = printer.batches
+    data_batches = [b for b in batches if b.input_rows > 0]
+    print()
+    print(f"== summary ({args.provider}, view={args.view}) ==")
+    print(f"input this run     : {chunk.events} events in {len(chunk.files)} files "
+          f"({chunk.duplicates} re-delivered, {chunk.late} late)")
+    print(f"micro-batches      : {len(batches)} ({len(data_batches)} with data), wall time {elapsed:.1f} s")
+    if data_batches:
+        times = sorted(b.duration_ms for b in data_batches)
+        commits = sorted(b.commit_ms for b in data_batches)
+        print(f"batch duration     : median {times[len(times) // 2]} ms, max {times[-1]} ms; "
+              f"commit median {commits[len(commits) // 2]} ms")
+    if batches:
+        last = batches[-1]
+        late = sum(op.rows_dropped_by_watermark for b in batches for op in b.operators)
+        for op in last.operators:
+            print(f"state {op.name:<13}: {op.rows_total} rows, {human_bytes(op.memory_bytes)}")
+        print(f"late rows dropped  : {late}")
+        ours = {k: v for op in last.operators for k, v in op.ours.items()}
+        print(f"sparkstate metrics : {ours if ours else '(none reported: not our provider, or none yet)'}")
+    if os.path.isdir(output_dir) and any(not n.startswith(("_", ".")) for n in os.listdir(output_dir)):
+        out = spark.read.parquet(output_dir)
+        print(f"output rows (total): {out.count()} in {output_dir}")
+        if args.view == "sessions":
+            from pyspark.sql import functions as F  # noqa: PLC0415
+            print("top users by closed sessions:")
+            (out.groupBy("user")
+                .agg(F.count("*").alias("sessions"), F.sum("clicks").alias("clicks"),
+                     F.sum("checkouts").alias("checkouts"))
+                .orderBy(F.desc("sessions"), "user").show(5, truncate=False))
+        else:
+            out.orderBy(F.desc("count")).show(5, truncate=False)
+    else:
+        print("output             : nothing emitted yet (windows close once the watermark passes them)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    workdir = os.path.abspath(args.workdir)
+    input_dir = os.path.join(workdir, "input")
+    checkpoint = os.path.join(workdir, "checkpoint")
+    output_dir = os.path.join(workdir, "output", args.view)
+    os.makedirs(workdir, exist_ok=True)
+    check_run_file(workdir, args)
+
+    chunk = clickstream.generate(workdir, input_dir, args.batches, args.rows_per_batch)
+    resumed = os.path.isdir(os.path.join(checkpoint, "commits"))
+    print(f"workdir {workdir}: {'resuming from checkpoint' if resumed else 'new checkpoint'}; "
+          f"added {len(chunk.files)} input files x {args.rows_per_batch} events")
+
+    conf = {}
+    for path in args.conf_file or []:
+        conf.update(read_conf_file(path))
+    conf.update(parse_conf_pairs(args.conf))
+    try:
+        spark = new_session("sparkstate-demo", args.provider, shuffle_partitions=args.shuffle_partitions,
+                            backend=args.backend, conf=conf)
+    except ProviderUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"provider: {spark.conf.get('spark.sql.streaming.stateStore.providerClass')}")
+
+    printer = ProgressPrinter()
+    attach_listener(spark, printer)
+    print(ProgressPrinter.HEADER, flush=True)
+    started = time.monotonic()
+    try:
+        query = (build_query(spark, input_dir, args.view).writeStream
+                 .queryName("sparkstate_demo")
+                 .format("parquet")
+                 .outputMode("append")
+                 .option("path", output_dir)
+                 .option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True)            # process every file not yet seen, then stop
+                 .start())
+        query.awaitTermination()
+        # Progress events are delivered asynchronously; give the last ones a moment to arrive.
+        deadline = time.monotonic() + 5
+        while len(printer.batches) < len(query.recentProgress) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        summarize(spark, args, chunk, printer, output_dir, time.monotonic() - started)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
