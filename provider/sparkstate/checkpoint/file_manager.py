@@ -1,0 +1,276 @@
+"""CheckpointFileManager: owns every remote name of one store's checkpoint, and nothing else.
+
+The engine hands it local directories, local file names and versions; it never builds a remote path.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import uuid
+import zlib
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from ..errors import CheckpointError, CorruptCheckpointError, VersionNotFoundError
+from ..storage import FileIO, fileio_for
+from .manifest import Manifest, SharedFileRef, header_crc
+
+log = logging.getLogger(__name__)
+
+_MANIFEST_RE = re.compile(r"^(\d+)\.manifest$")
+_SUPERSEDED_RE = re.compile(r"^(\d+)\.superseded-[0-9a-f]+$")
+_CHUNK = 1 << 20
+
+
+def file_crc32(path: str) -> tuple[int, int]:
+    """(size, crc32) of a local file, read in 1 MiB chunks."""
+    crc, size = 0, 0
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+            size += len(chunk)
+    return size, crc
+
+
+def new_attempt_id() -> str:
+    """8 hex chars, fresh for every commit attempt: keeps remote names unique across retries."""
+    return uuid.uuid4().hex[:8]
+
+
+@dataclass
+class UploadResult:
+    refs: list[SharedFileRef]
+    bytes_uploaded: int
+
+
+@dataclass
+class CleanupResult:
+    versions_deleted: list[int] = field(default_factory=list)
+    files_deleted: int = 0
+
+
+class CheckpointFileManager:
+    """Remote layout, manifests, verified downloads and retention of one store.
+
+    Remote tree (`root` = `<storeCheckpointLocation>/sparkstate`)::
+
+        <root>/manifests/<version>.manifest          one per committed version, written last, atomically
+        <root>/manifests/<version>.superseded-<id>   previous content of a re-committed version (retry);
+                                                     kept only so retention can find its files
+        <root>/files/<version>-<id>-<localName>      immutable files (SSTs); <id> is the commit attempt
+
+    Local tree (owned by the engine; this class only fills `cache/`)::
+
+        <instanceDir>/cache/<remote name>            verified copies (size + crc32) of remote files
+        <instanceDir>/db-<n>/                        live database (hard links into cache/ + private files)
+        <instanceDir>/ckpt-<n>/                      temporary database checkpoint during a commit
+
+    Invariants:
+      1. A remote file name is never written twice: `<id>` is fresh per commit attempt, so a retried or
+         concurrent commit of the same version cannot clobber files another manifest references.
+      2. A manifest is written after all files it references exist, with one atomic write; a version
+         exists iff its manifest does. A commit failing earlier leaves only unreferenced files behind.
+      3. Every file in `cache/` matched its manifest's size and crc32 when it was downloaded.
+      4. Retention deletes only files referenced by deleted manifests (or superseded records of deleted
+         versions) and by no retained manifest; it never lists `files/`. Unreferenced leftovers of
+         failed commits are therefore never deleted (a leak, not a corruption).
+
+    Thread-safety: the parsed-manifest cache is guarded by `_lock`; no I/O happens under it, so a
+    cleanup on a maintenance thread does not stall a commit on the task thread. Two provider instances
+    may share the directory: deletes tolerate missing files and manifests vanishing mid-cleanup.
+    """
+
+    def __init__(self, checkpoint_location: str, fileio: FileIO | None = None) -> None:
+        self.fileio = fileio if fileio is not None else fileio_for(checkpoint_location)
+        self.root = self.fileio.join(checkpoint_location, "sparkstate")
+        self.manifests_dir = self.fileio.join(self.root, "manifests")
+        self.files_dir = self.fileio.join(self.root, "files")
+        self._lock = threading.Lock()
+        # version -> (header crc, raw length, parsed); guarded by _lock
+        self._cache: dict[int, tuple[int, int, Manifest]] = {}
+
+    # ---- names ----------------------------------------------------------------------------------
+    def manifest_path(self, version: int) -> str:
+        return self.fileio.join(self.manifests_dir, f"{version}.manifest")
+
+    def file_path(self, remote: str) -> str:
+        return self.fileio.join(self.files_dir, remote)
+
+    @staticmethod
+    def remote_name(version: int, attempt_id: str, local_name: str) -> str:
+        return f"{version}-{attempt_id}-{local_name}"
+
+    # ---- versions -------------------------------------------------------------------------------
+    def versions(self) -> list[int]:
+        """Committed versions, ascending."""
+        out = []
+        for name in self.fileio.list(self.manifests_dir):
+            m = _MANIFEST_RE.match(name)
+            if m:
+                out.append(int(m.group(1)))
+        return sorted(out)
+
+    def latest_version(self) -> int | None:
+        vs = self.versions()
+        return vs[-1] if vs else None
+
+    def has_version(self, version: int) -> bool:
+        return self.fileio.exists(self.manifest_path(version))
+
+    def read_manifest(self, version: int) -> Manifest:
+        """The manifest of `version`, always read from storage (a retry elsewhere may have replaced it)."""
+        path = self.manifest_path(version)
+        try:
+            raw = self.fileio.read_bytes(path)
+        except FileNotFoundError:
+            raise VersionNotFoundError(
+                f"version {version} has no manifest at {path}: it was never committed or was removed by "
+                f"retention (minBatchesToRetain)") from None
+        manifest = self._parse_cached(version, raw, path)
+        if manifest.version != version:
+            raise CorruptCheckpointError(f"manifest {path} describes version {manifest.version}, not {version}")
+        return manifest
+
+    def _parse_cached(self, version: int, raw: bytes, path: str) -> Manifest:
+        crc = header_crc(raw)
+        with self._lock:
+            hit = self._cache.get(version)
+        if hit is not None and crc is not None and hit[0] == crc and hit[1] == len(raw):
+            return hit[2]
+        manifest = Manifest.from_bytes(raw, path)
+        with self._lock:
+            self._cache[version] = (crc or 0, len(raw), manifest)
+        return manifest
+
+    # ---- commit ---------------------------------------------------------------------------------
+    def upload_new_files(self, version: int, attempt_id: str, local_dir: str,
+                         local_names: Sequence[str]) -> UploadResult:
+        """Upload files of a local directory under fresh remote names; returns their references."""
+        refs, total = [], 0
+        for local in local_names:
+            src = os.path.join(local_dir, local)
+            size, crc = file_crc32(src)
+            remote = self.remote_name(version, attempt_id, local)
+            self.fileio.upload_file(src, self.file_path(remote))
+            refs.append(SharedFileRef(remote=remote, local=local, size=size, crc32=crc))
+            total += size
+        return UploadResult(refs, total)
+
+    def write_manifest(self, manifest: Manifest, attempt_id: str) -> None:
+        """Publish a version: must be called after its files are uploaded. Re-committing a version
+        replaces its manifest atomically; the old content is kept as a superseded record for retention."""
+        path = self.manifest_path(manifest.version)
+        data = manifest.to_bytes()
+        try:
+            old = self.fileio.read_bytes(path)
+        except FileNotFoundError:
+            old = None
+        if old is not None and old != data:
+            self.fileio.write_bytes_atomic(
+                self.fileio.join(self.manifests_dir, f"{manifest.version}.superseded-{attempt_id}"), old)
+        self.fileio.write_bytes_atomic(path, data)
+        with self._lock:
+            self._cache[manifest.version] = (header_crc(data) or 0, len(data), manifest)
+
+    # ---- restore --------------------------------------------------------------------------------
+    def fetch_to_cache(self, ref: SharedFileRef, cache_dir: str, version: int, verify_cached: bool = False) -> str:
+        """Local path of a verified copy of `ref` in `cache_dir`, downloading it if needed.
+
+        A downloaded file whose size or crc32 differs from the manifest raises CorruptCheckpointError
+        naming the remote file and the version; nothing unverified is ever left in the cache.
+        """
+        target = os.path.join(cache_dir, ref.remote)
+        if os.path.exists(target):
+            size, crc = file_crc32(target) if verify_cached else (os.path.getsize(target), ref.crc32)
+            if size == ref.size and crc == ref.crc32:
+                return target
+            os.remove(target)  # a damaged local copy: fetch it again
+        os.makedirs(cache_dir, exist_ok=True)
+        remote_path = self.file_path(ref.remote)
+        tmp = f"{target}.download-{uuid.uuid4().hex[:8]}"
+        try:
+            try:
+                self.fileio.download_file(remote_path, tmp)
+            except FileNotFoundError:
+                raise CorruptCheckpointError(
+                    f"checkpoint file {remote_path} listed by version {version} is missing") from None
+            size, crc = file_crc32(tmp)
+            if size != ref.size or crc != ref.crc32:
+                raise CorruptCheckpointError(
+                    f"checkpoint file {remote_path} of version {version} is corrupt: size {size} crc32 {crc:08x}, "
+                    f"manifest says size {ref.size} crc32 {ref.crc32:08x}")
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        return target
+
+    # ---- retention ------------------------------------------------------------------------------
+    def cleanup(self, min_versions_to_retain: int) -> CleanupResult:
+        """Keep the newest `min_versions_to_retain` versions; delete older manifests, then the files only
+        they referenced. Safe to run while this or another instance commits (see invariants)."""
+        keep_n = max(1, min_versions_to_retain)
+        names = self.fileio.list(self.manifests_dir)
+        versions = sorted(int(m.group(1)) for n in names if (m := _MANIFEST_RE.match(n)))
+        if not versions:
+            return CleanupResult()
+        retained = versions[-keep_n:]
+        doomed = [v for v in versions if v < retained[0]]
+        doomed_records = [n for n in names if (m := _SUPERSEDED_RE.match(n)) and int(m.group(1)) < retained[0]]
+        if not doomed and not doomed_records:
+            return CleanupResult()
+
+        candidates: set[str] = set()
+        for v in doomed:
+            m = self._cached_or_read(v)
+            if m is not None:
+                candidates |= m.remote_names()
+        for name in doomed_records:
+            path = self.fileio.join(self.manifests_dir, name)
+            try:
+                candidates |= Manifest.from_bytes(self.fileio.read_bytes(path), path).remote_names()
+            except (FileNotFoundError, CorruptCheckpointError) as e:
+                log.warning("cleanup: skipping unreadable superseded record %s: %s", path, e)
+
+        referenced: set[str] = set()
+        for v in retained:
+            path = self.manifest_path(v)
+            try:
+                raw = self.fileio.read_bytes(path)  # fresh: a retry may have replaced it since we cached it
+            except FileNotFoundError:
+                continue  # a concurrent cleaner with a newer listing deleted it
+            try:
+                referenced |= self._parse_cached(v, raw, path).remote_names()
+            except CorruptCheckpointError as e:
+                # We cannot tell what it references; deleting anything could break it.
+                raise CheckpointError(f"cleanup stopped, retained manifest unreadable: {e}") from e
+
+        # Manifests first: a version must vanish before any of its files do.
+        self.fileio.delete_many([self.manifest_path(v) for v in doomed] +
+                                [self.fileio.join(self.manifests_dir, n) for n in doomed_records])
+        with self._lock:
+            for v in doomed:
+                self._cache.pop(v, None)
+        victims = sorted(candidates - referenced)
+        self.fileio.delete_many(self.file_path(r) for r in victims)
+        return CleanupResult(versions_deleted=doomed, files_deleted=len(victims))
+
+    def _cached_or_read(self, version: int) -> Manifest | None:
+        with self._lock:
+            hit = self._cache.get(version)
+        if hit is not None:
+            return hit[2]
+        try:
+            return self.read_manifest(version)
+        except VersionNotFoundError:
+            return None
+        except CorruptCheckpointError as e:
+            log.warning("cleanup: cannot read manifest of version %d (its files may leak): %s", version, e)
+            return None
+
+    def drop_cached(self, versions: Iterable[int]) -> None:
+        with self._lock:
+            for v in versions:
+                self._cache.pop(v, None)

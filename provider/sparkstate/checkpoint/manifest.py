@@ -1,0 +1,171 @@
+"""The per-version manifest: which files make up one committed version of a store.
+
+Format v1 (UTF-8 text; one header line, then the body):
+
+    byte 0..   b"SPARKSTATE-MANIFEST v1 crc32=<8 lowercase hex> len=<decimal>\\n"
+    then       <len> bytes of body: compact JSON (sorted keys), UTF-8
+
+The crc32 (zlib) and the length cover the body exactly, so a truncated or altered file is detected
+before it is parsed; a later format bumps `v1` and readers refuse versions they do not know.
+
+Body fields:
+
+    formatVersion     1
+    version           the store version this manifest commits (int >= 0)
+    backend           "rocksdb"
+    numKeys           exact number of keys in the version
+    writerInstanceId  instance id of the provider that wrote it (diagnostics; lineage tracking)
+    queryRunId        run id of the query that wrote it
+    createdMs         wall-clock milliseconds at commit
+    sharedFiles       [{"remote", "local", "size", "crc32"}]: immutable files (SSTs) stored under
+                      `files/<remote>`, possibly shared with other versions; `local` is the file name
+                      the database expects
+    privateFiles      [{"name", "size", "crc32", "data"}]: small per-version database files (MANIFEST-*,
+                      CURRENT, OPTIONS-*, *.log, rocksdict-config.json) embedded as base64
+
+Embedding the private files keeps a version to one small object write plus its new SSTs, and makes the
+manifest the single thing that must be written last.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import CorruptCheckpointError
+
+MAGIC = b"SPARKSTATE-MANIFEST"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SharedFileRef:
+    """An immutable file in the checkpoint's `files/` directory."""
+
+    remote: str  # name under files/, unique for the whole checkpoint
+    local: str   # name inside the database directory
+    size: int
+    crc32: int
+
+
+@dataclass(frozen=True)
+class PrivateFile:
+    """A small database file stored inside the manifest."""
+
+    name: str
+    data: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    @property
+    def crc32(self) -> int:
+        return zlib.crc32(self.data)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    version: int
+    backend: str
+    num_keys: int
+    writer_instance_id: str
+    query_run_id: str
+    created_ms: int
+    shared_files: tuple[SharedFileRef, ...] = ()
+    private_files: tuple[PrivateFile, ...] = ()
+    format_version: int = field(default=FORMAT_VERSION)
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of the whole version: shared files plus embedded private files."""
+        return sum(f.size for f in self.shared_files) + sum(p.size for p in self.private_files)
+
+    def remote_names(self) -> frozenset[str]:
+        return frozenset(f.remote for f in self.shared_files)
+
+    # ---- encoding -------------------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        body = json.dumps(self._body(), sort_keys=True, separators=(",", ":")).encode("utf-8")
+        header = b"%s v%d crc32=%08x len=%d\n" % (MAGIC, FORMAT_VERSION, zlib.crc32(body), len(body))
+        return header + body
+
+    def _body(self) -> dict[str, Any]:
+        return {
+            "formatVersion": FORMAT_VERSION,
+            "version": self.version,
+            "backend": self.backend,
+            "numKeys": self.num_keys,
+            "writerInstanceId": self.writer_instance_id,
+            "queryRunId": self.query_run_id,
+            "createdMs": self.created_ms,
+            "sharedFiles": [{"remote": f.remote, "local": f.local, "size": f.size, "crc32": f.crc32}
+                            for f in self.shared_files],
+            "privateFiles": [{"name": p.name, "size": p.size, "crc32": p.crc32,
+                              "data": base64.b64encode(p.data).decode("ascii")}
+                             for p in self.private_files],
+        }
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, source: str) -> "Manifest":
+        """Parse a manifest; `source` (its path) is named in every error."""
+        body = check_header(raw, source)
+        try:
+            doc = json.loads(body.decode("utf-8"))
+            shared = tuple(SharedFileRef(str(f["remote"]), str(f["local"]), int(f["size"]), int(f["crc32"]))
+                           for f in doc["sharedFiles"])
+            private = []
+            for p in doc["privateFiles"]:
+                data = base64.b64decode(p["data"], validate=True)
+                if len(data) != int(p["size"]) or zlib.crc32(data) != int(p["crc32"]):
+                    raise CorruptCheckpointError(
+                        f"manifest {source}: embedded file {p['name']} does not match its size/crc32")
+                private.append(PrivateFile(str(p["name"]), data))
+            return cls(version=int(doc["version"]), backend=str(doc["backend"]), num_keys=int(doc["numKeys"]),
+                       writer_instance_id=str(doc["writerInstanceId"]), query_run_id=str(doc["queryRunId"]),
+                       created_ms=int(doc["createdMs"]), shared_files=shared, private_files=tuple(private))
+        except CorruptCheckpointError:
+            raise
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptCheckpointError(f"manifest {source} has a malformed body: {e!r}") from None
+
+
+def check_header(raw: bytes, source: str) -> bytes:
+    """Validate magic, format version, length and crc32; return the body."""
+    nl = raw.find(b"\n")
+    if nl < 0 or not raw.startswith(MAGIC + b" "):
+        raise CorruptCheckpointError(f"manifest {source} does not start with a sparkstate manifest header "
+                                     f"(empty, truncated or not a manifest)")
+    parts = raw[:nl].split(b" ")
+    try:
+        if len(parts) != 4 or not parts[1].startswith(b"v"):
+            raise ValueError("header fields")
+        fmt = int(parts[1][1:])
+        crc = int(parts[2].removeprefix(b"crc32="), 16)
+        length = int(parts[3].removeprefix(b"len="))
+    except ValueError:
+        raise CorruptCheckpointError(f"manifest {source} has a malformed header {raw[:nl][:80]!r}") from None
+    if fmt != FORMAT_VERSION:
+        raise CorruptCheckpointError(
+            f"manifest {source} has format v{fmt}; this sparkstate reads v{FORMAT_VERSION} (newer writer?)")
+    body = raw[nl + 1:]
+    if len(body) != length:
+        raise CorruptCheckpointError(
+            f"manifest {source} is truncated or padded: body has {len(body)} bytes, header says {length}")
+    if zlib.crc32(body) != crc:
+        raise CorruptCheckpointError(f"manifest {source} fails its crc32 check (body altered)")
+    return body
+
+
+def header_crc(raw: bytes) -> int | None:
+    """The body crc32 announced in the header, or None if there is no readable header (cheap check)."""
+    nl = raw.find(b"\n", 0, 128)
+    parts = raw[:nl].split(b" ") if nl > 0 else []
+    if len(parts) != 4 or parts[0] != MAGIC:
+        return None
+    try:
+        return int(parts[2].removeprefix(b"crc32="), 16)
+    except ValueError:
+        return None

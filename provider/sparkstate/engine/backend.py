@@ -1,0 +1,150 @@
+"""The backend contract: what the store needs from a key-value engine, and nothing about how.
+
+A store never snapshots or restores a backend by hand. It asks a `BackendBuilder` for a backend
+restored from a manifest (or empty), and commits through `run_snapshot`, which drives the two phases
+every backend provides: `prepare_snapshot` (short, synchronous: e.g. a RocksDB flush + checkpoint, or an
+O(1) copy-on-write mark for a heap backend) and `upload_snapshot` (writes files, then the manifest
+last), releasing resources in `finally`. Adding a heap backend means implementing these classes; the
+store does not change.
+"""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+
+from ..checkpoint import CheckpointFileManager, Manifest
+from ..config import Settings
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from .local_layout import InstanceLayout
+
+
+class Cursor(ABC):
+    """A forward scan over a consistent view taken when it was opened.
+
+    Writes made while it is open do not disturb it. It pins engine resources (for RocksDB, a snapshot
+    that keeps the DB LOCK held), so it must be closed; reaching the end closes it.
+    """
+
+    @abstractmethod
+    def next_chunk(self, max_rows: int, max_bytes: int) -> tuple[list[tuple[bytes, bytes]], bool]:
+        """Up to `max_rows` rows (at least one if any remain, stopping once `max_bytes` is reached);
+        `done` is True when nothing follows."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the view; idempotent."""
+
+    @property
+    @abstractmethod
+    def closed(self) -> bool: ...
+
+
+@dataclass
+class SnapshotResources:
+    """What `prepare_snapshot` pinned for `upload_snapshot`; subclassed per backend."""
+
+    version: int
+    attempt_id: str
+
+
+@dataclass
+class SnapshotOutcome:
+    manifest: Manifest
+    files_uploaded: int
+    files_reused: int
+    bytes_uploaded: int
+    flush_ms: int = 0  # part of the prepare phase spent flushing memtables (0 if not applicable)
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """Everything a backend needs besides its data: settings, where it lives locally, who writes."""
+
+    settings: Settings
+    layout: "InstanceLayout"
+    file_manager: CheckpointFileManager
+    instance_id: str
+    query_run_id: str
+
+
+class Backend(ABC):
+    """A live key-value database holding one loaded version plus uncommitted writes.
+
+    Called only under the owning store's lock (one thread at a time).
+    """
+
+    @abstractmethod
+    def get(self, key: bytes) -> bytes | None: ...
+
+    @abstractmethod
+    def apply_batch(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Apply puts (value) and removes (None) in order, atomically."""
+
+    @abstractmethod
+    def open_cursor(self, prefix: bytes) -> Cursor:
+        """Scan keys starting with the byte `prefix` (empty = all), in byte order."""
+
+    @abstractmethod
+    def num_keys(self) -> int:
+        """Exact number of keys, including uncommitted writes."""
+
+    @abstractmethod
+    def memory_used_bytes(self) -> int: ...
+
+    @abstractmethod
+    def prepare_snapshot(self, version: int) -> SnapshotResources:
+        """Synchronous phase: pin a consistent image of the current contents as `version`."""
+
+    @abstractmethod
+    def upload_snapshot(self, resources: SnapshotResources) -> SnapshotOutcome:
+        """Make the pinned image durable as `resources.version` (manifest written last)."""
+
+    @abstractmethod
+    def release_snapshot(self, resources: SnapshotResources) -> None:
+        """Free what prepare pinned; called exactly once, after upload succeeded or failed."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close open cursors, then the database; local files stay."""
+
+
+class BackendBuilder(Protocol):
+    """Builds a backend from a committed manifest, or empty when there is none."""
+
+    def __call__(self, ctx: BackendContext, manifest: Manifest | None) -> Backend: ...
+
+
+def builder_for(backend_name: str) -> BackendBuilder:
+    """The builder for `settings.backend` (imported lazily so a heap-only setup needs no rocksdict)."""
+    if backend_name == "rocksdb":
+        from .rocksdb_backend import open_rocksdb_backend
+        return open_rocksdb_backend
+    raise ConfigError(f"unknown state backend {backend_name!r}")
+
+
+@dataclass
+class SnapshotTimings:
+    prepare_ms: int
+    upload_ms: int
+
+
+def run_snapshot(backend: Backend, version: int,
+                 clock: Callable[[], float] = time.perf_counter) -> tuple[SnapshotOutcome, SnapshotTimings]:
+    """Drive both snapshot phases of any backend, timing each and always releasing the resources."""
+    t0 = clock()
+    resources = backend.prepare_snapshot(version)
+    t1 = clock()
+    try:
+        outcome = backend.upload_snapshot(resources)
+    finally:
+        backend.release_snapshot(resources)
+    t2 = clock()
+    return outcome, SnapshotTimings(prepare_ms=_ms(t1 - t0), upload_ms=_ms(t2 - t1))
+
+
+def _ms(seconds: float) -> int:
+    return int(round(seconds * 1000))

@@ -1,0 +1,289 @@
+"""Store: one state store (operator, partition, store name) as the worker drives it.
+
+The store owns the lifecycle and the metrics; the backend owns the data; the checkpoint file manager
+owns remote names. Top-level methods read as a list of timed phases.
+"""
+from __future__ import annotations
+
+import enum
+import json
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from ..checkpoint import CheckpointFileManager, Manifest
+from ..config import Settings
+from ..errors import ConfigError, StoreStateError, VersionNotFoundError
+from ..storage import FileIO
+from .backend import Backend, BackendContext, Cursor, builder_for, run_snapshot
+from .local_layout import InstanceLayout, safe_name
+
+CUSTOM_METRICS = (
+    "sparkstateCommitMs", "sparkstateLoadMs", "sparkstateFlushMs", "sparkstateUploadMs",
+    "sparkstateFilesUploaded", "sparkstateFilesReused", "sparkstateBytesUploaded", "sparkstateCheckpointBytes",
+)
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """What the worker's `open` call says about a store (architecture.md §3)."""
+
+    checkpoint_location: str
+    operator_id: int
+    partition_id: int
+    store_name: str
+    instance_id: str
+    query_run_id: str
+    key_schema_json: str
+    value_schema_json: str
+    num_cols_prefix_key: int
+    num_partitions: int
+    min_versions_to_retain: int
+    settings: Settings = field(default_factory=Settings)
+
+    _FIELDS = (("checkpointLocation", "checkpoint_location", str), ("operatorId", "operator_id", int),
+               ("partitionId", "partition_id", int), ("storeName", "store_name", str),
+               ("instanceId", "instance_id", str), ("queryRunId", "query_run_id", str),
+               ("keySchema", "key_schema_json", str), ("valueSchema", "value_schema_json", str),
+               ("numColsPrefixKey", "num_cols_prefix_key", int), ("numPartitions", "num_partitions", int),
+               ("minVersionsToRetain", "min_versions_to_retain", int))
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any] | str) -> "StoreSpec":
+        if isinstance(doc, str):
+            doc = json.loads(doc)
+        values: dict[str, Any] = {}
+        for key, name, kind in cls._FIELDS:
+            if key not in doc:
+                raise ConfigError(f"store spec lacks '{key}'")
+            try:
+                values[name] = kind(doc[key])
+            except (TypeError, ValueError):
+                raise ConfigError(f"store spec field '{key}' is not a valid {kind.__name__}: {doc[key]!r}") from None
+        values["settings"] = Settings.parse({str(k): str(v) for k, v in (doc.get("settings") or {}).items()})
+        return cls(**values)
+
+    def describe(self) -> str:
+        return (f"store (op={self.operator_id}, part={self.partition_id}, name={self.store_name}) "
+                f"at {self.checkpoint_location}")
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    version: int
+    load_ms: int
+    source: str  # "memory" (live database reused) or "checkpoint"
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    version: int
+    metrics: dict[str, int]
+
+
+@dataclass(frozen=True)
+class StoreMetrics:
+    num_keys: int
+    memory_used_bytes: int
+    custom: dict[str, int]
+
+
+class State(enum.Enum):
+    CLOSED = "CLOSED"
+    LOADED = "LOADED"
+    UPDATING = "UPDATING"
+    COMMITTED = "COMMITTED"
+    ABORTED = "ABORTED"
+
+
+_READABLE = (State.LOADED, State.UPDATING)
+
+
+class _LockedCursor(Cursor):
+    """A backend cursor used under the store lock, so release/close on another thread cannot free the
+    snapshot under a running `next_chunk`."""
+
+    def __init__(self, inner: Cursor, lock: threading.RLock) -> None:
+        self._inner, self._lock = inner, lock
+
+    def next_chunk(self, max_rows: int, max_bytes: int) -> tuple[list[tuple[bytes, bytes]], bool]:
+        with self._lock:
+            return self._inner.next_chunk(max_rows, max_bytes)
+
+    def close(self) -> None:
+        with self._lock:
+            self._inner.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._inner.closed
+
+
+class Store:
+    """Lifecycle of one store; every public method checks the state first.
+
+    Transitions (anything not listed raises StoreStateError)::
+
+        method           from                                  to
+        load(v)          any                                   LOADED
+        get, open_cursor LOADED, UPDATING                      unchanged
+        apply_batch      LOADED, UPDATING                      UPDATING
+        commit           LOADED, UPDATING                      COMMITTED (ABORTED if it fails)
+        abort            LOADED, UPDATING                      ABORTED   (any other state: no-op)
+        release, close   any                                   CLOSED
+        metrics, maintenance_*   any                           unchanged
+
+    `load(v)` reuses the live database only if it holds exactly committed version v with no writes
+    since (`_dirty` false); otherwise it restores v from the checkpoint. Uncommitted writes are never
+    rolled back in place: abort, a failed commit or a load of another version make the next load restore.
+
+    Threads: data calls come from one thread; metrics, abort, release and maintenance may come from
+    others. `_lock` guards the state, the backend and the metrics. Cleanup works on remote files only
+    and runs without `_lock` (the file manager locks its own caches), so it does not stall commits.
+    """
+
+    def __init__(self, spec: StoreSpec, local_root: str | None = None, *, fileio: FileIO | None = None) -> None:
+        self.spec = spec
+        root = local_root or spec.settings.local_dir or os.path.join(tempfile.gettempdir(), "sparkstate")
+        self._layout = InstanceLayout(os.path.join(root, safe_name(spec.instance_id)))
+        self._file_manager = CheckpointFileManager(spec.checkpoint_location, fileio)
+        self._ctx = BackendContext(settings=spec.settings, layout=self._layout, file_manager=self._file_manager,
+                                   instance_id=spec.instance_id, query_run_id=spec.query_run_id)
+        self._builder = builder_for(spec.settings.backend)
+        self._lock = threading.RLock()
+        self._state = State.CLOSED          # guarded by _lock
+        self._backend: Backend | None = None
+        self._version: int | None = None    # committed version the backend started from / last committed
+        self._dirty = False                 # backend holds writes not in any committed version
+        self._custom: dict[str, int] = {name: 0 for name in CUSTOM_METRICS}
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @property
+    def file_manager(self) -> CheckpointFileManager:
+        return self._file_manager
+
+    def _require(self, method: str, allowed: Sequence[State]) -> None:
+        if self._state not in allowed:
+            raise StoreStateError(
+                f"{method}() is not allowed in state {self._state.value} of {self.spec.describe()} "
+                f"(allowed in: {', '.join(s.value for s in allowed)})")
+
+    def _live(self) -> Backend:
+        assert self._backend is not None  # guaranteed by the state guard
+        return self._backend
+
+    # ---- lifecycle --------------------------------------------------------------------------------
+    def load(self, version: int) -> LoadResult:
+        if version < 0:
+            raise VersionNotFoundError(f"cannot load negative version {version} of {self.spec.describe()}")
+        with self._lock:
+            t0 = time.perf_counter()
+            if (self._backend is not None and not self._dirty and self._version == version
+                    and self._state in (State.LOADED, State.COMMITTED, State.ABORTED)):
+                source = "memory"
+            else:
+                self._close_backend()
+                manifest = self._read_manifest_for_load(version)
+                self._backend = self._builder(self._ctx, manifest)
+                source = "checkpoint"
+            self._version, self._dirty, self._state = version, False, State.LOADED
+            load_ms = _ms_since(t0)
+            self._custom["sparkstateLoadMs"] = load_ms
+            return LoadResult(version=version, load_ms=load_ms, source=source)
+
+    def _read_manifest_for_load(self, version: int) -> Manifest | None:
+        try:
+            return self._file_manager.read_manifest(version)
+        except VersionNotFoundError:
+            if version == 0:
+                return None  # nothing committed yet: start empty
+            raise
+
+    def commit(self) -> CommitResult:
+        with self._lock:
+            self._require("commit", _READABLE)
+            assert self._version is not None
+            new_version = self._version + 1
+            t0 = time.perf_counter()
+            try:
+                outcome, timings = run_snapshot(self._live(), new_version)
+            except BaseException:
+                # The writes are not durable; the next load must restore the previous version.
+                self._dirty, self._state = True, State.ABORTED
+                raise
+            self._custom.update({
+                "sparkstateCommitMs": _ms_since(t0),
+                "sparkstateFlushMs": outcome.flush_ms,
+                "sparkstateUploadMs": timings.upload_ms,
+                "sparkstateFilesUploaded": outcome.files_uploaded,
+                "sparkstateFilesReused": outcome.files_reused,
+                "sparkstateBytesUploaded": outcome.bytes_uploaded,
+                "sparkstateCheckpointBytes": outcome.manifest.total_bytes,
+            })
+            self._version, self._dirty, self._state = new_version, False, State.COMMITTED
+            return CommitResult(version=new_version, metrics=dict(self._custom))
+
+    def abort(self) -> None:
+        """Discard uncommitted writes (lazily: the next load restores if anything was written)."""
+        with self._lock:
+            if self._state in _READABLE:
+                self._state = State.ABORTED
+
+    def release(self) -> None:
+        """Close the database and cursors; local files (cache) stay for whoever reopens the store."""
+        with self._lock:
+            self._close_backend()
+            self._state = State.CLOSED
+
+    def close(self) -> None:
+        with self._lock:
+            self.release()
+            self._layout.delete_all()
+
+    def _close_backend(self) -> None:
+        backend, self._backend = self._backend, None
+        self._version = None
+        if backend is not None:
+            backend.close()
+
+    # ---- data -------------------------------------------------------------------------------------
+    def get(self, key: bytes) -> bytes | None:
+        with self._lock:
+            self._require("get", _READABLE)
+            return self._live().get(key)
+
+    def apply_batch(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        with self._lock:
+            self._require("apply_batch", _READABLE)
+            self._dirty, self._state = True, State.UPDATING
+            self._live().apply_batch(records)
+
+    def open_cursor(self, prefix: bytes) -> Cursor:
+        with self._lock:
+            self._require("open_cursor", _READABLE)
+            return _LockedCursor(self._live().open_cursor(prefix), self._lock)
+
+    # ---- observability and maintenance --------------------------------------------------------------
+    def metrics(self) -> StoreMetrics:
+        with self._lock:
+            backend = self._backend
+            return StoreMetrics(num_keys=backend.num_keys() if backend else 0,
+                                memory_used_bytes=backend.memory_used_bytes() if backend else 0,
+                                custom=dict(self._custom))
+
+    def maintenance_snapshot(self) -> None:
+        """Nothing to do for RocksDB: every commit already writes a complete, incremental version."""
+
+    def maintenance_cleanup(self) -> None:
+        """Apply retention to the checkpoint; remote-only, so it runs without the store lock."""
+        self._file_manager.cleanup(self.spec.min_versions_to_retain)
+
+
+def _ms_since(t0: float) -> int:
+    return int(round((time.perf_counter() - t0) * 1000))
