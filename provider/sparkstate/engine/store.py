@@ -189,6 +189,7 @@ class Store:
                 source = "memory"
             else:
                 self._close_backend()
+                self._state = State.CLOSED  # until the restore succeeds
                 manifest = self._read_manifest_for_load(version)
                 self._backend = self._builder(self._ctx, manifest)
                 source = "checkpoint"

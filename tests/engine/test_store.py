@@ -1,0 +1,312 @@
+import json
+import os
+import threading
+
+import pytest
+
+from sparkstate.engine import State, StoreSpec
+from sparkstate.engine.store import CUSTOM_METRICS
+from sparkstate.errors import ConfigError, CorruptCheckpointError, StoreStateError, VersionNotFoundError
+from sparkstate.keygroups import storage_key
+from tests.storage.faulty import FaultyFileIO, InjectedFault
+
+from .conftest import contents
+
+
+def kv(i: int, tag: bytes = b"v") -> tuple[bytes, bytes]:
+    return storage_key(i % 7, b"key-%06d" % i), tag + b"-%d" % i
+
+
+def test_spec_from_json():
+    doc = {"checkpointLocation": "file:/tmp/c/state/0/3", "operatorId": 0, "partitionId": 3, "storeName": "default",
+           "instanceId": "u1", "queryRunId": "r1", "keySchema": "{}", "valueSchema": "{}", "numColsPrefixKey": 1,
+           "numPartitions": 4, "minVersionsToRetain": 100,
+           "settings": {"spark.sql.streaming.stateStore.sparkstate.rocksdb.bloomFilterBitsPerKey": "0"}}
+    spec = StoreSpec.from_json(json.dumps(doc))
+    assert spec.partition_id == 3 and spec.num_cols_prefix_key == 1 and spec.settings.rocksdb_bloom_bits == 0
+    with pytest.raises(ConfigError, match="numPartitions"):
+        StoreSpec.from_json({k: v for k, v in doc.items() if k != "numPartitions"})
+
+
+def test_put_get_remove_scan_prefix(new_store):
+    s = new_store()
+    assert s.load(0).source == "checkpoint"
+    s.apply_batch([kv(i) for i in range(100)])
+    s.apply_batch([(kv(i)[0], None) for i in range(0, 100, 10)] + [(b"\x00\x00\x00\x01other", b"o")])
+    assert s.get(kv(5)[0]) == kv(5)[1] and s.get(kv(10)[0]) is None and s.get(b"nope") is None
+    expected = dict(kv(i) for i in range(100) if i % 10)
+    expected[b"\x00\x00\x00\x01other"] = b"o"
+    assert contents(s) == expected
+    assert list(contents(s)) == sorted(expected)  # byte order
+    prefix = storage_key(3, b"")
+    assert contents(s, prefix) == {k: v for k, v in expected.items() if k.startswith(prefix)}
+    assert contents(s, b"\xff\xff") == {}
+    assert s.metrics().num_keys == len(expected)
+
+
+def test_num_keys_exact_with_duplicates_and_get_then_put(new_store):
+    s = new_store()
+    s.load(0)
+    s.apply_batch([(b"a", b"1"), (b"a", b"2"), (b"b", b"1"), (b"a", None), (b"c", None), (b"a", b"3")])
+    assert s.metrics().num_keys == 2
+    assert s.get(b"z") is None
+    s.apply_batch([(b"z", b"1")])            # existence learned from get
+    assert s.get(b"b") == b"1"
+    s.apply_batch([(b"b", b"2"), (b"b", None)])
+    assert s.metrics().num_keys == 2
+    assert s.commit().version == 1
+    t = new_store("inst-2")
+    t.load(1)
+    assert t.metrics().num_keys == 2 == len(contents(t))
+
+
+def test_commit_then_reload_in_fresh_instance(new_store):
+    s = new_store()
+    s.load(0)
+    s.apply_batch([kv(i) for i in range(500)])
+    r = s.commit()
+    assert r.version == 1 and set(r.metrics) == set(CUSTOM_METRICS)
+    assert r.metrics["sparkstateFilesUploaded"] >= 1 and r.metrics["sparkstateCheckpointBytes"] > 0
+    assert s.load(1).source == "memory"
+    fresh = new_store("inst-2")
+    res = fresh.load(1)
+    assert res.source == "checkpoint" and res.version == 1
+    assert contents(fresh) == dict(kv(i) for i in range(500))
+
+
+def test_incremental_commit_uploads_only_new_files(new_store):
+    s = new_store()
+    s.load(0)
+    s.apply_batch([kv(i) for i in range(1000)])
+    first = s.commit().metrics
+    s.load(1)
+    s.apply_batch([kv(i) for i in range(1000, 1100)])
+    second = s.commit().metrics
+    assert second["sparkstateFilesReused"] >= first["sparkstateFilesUploaded"]
+    assert second["sparkstateFilesUploaded"] == 1
+    assert second["sparkstateBytesUploaded"] < first["sparkstateBytesUploaded"]
+    s.load(2)
+    third = s.commit().metrics          # no writes: nothing new to upload
+    assert third["sparkstateFilesUploaded"] == 0 and third["sparkstateBytesUploaded"] == 0
+    fresh = new_store("inst-2")
+    fresh.load(3)
+    assert contents(fresh) == dict(kv(i) for i in range(1100))
+
+
+def test_retry_recommits_same_version(new_store):
+    s = new_store()
+    s.load(0)
+    s.apply_batch([(b"k", b"v1")])
+    s.commit()
+    s.load(1)
+    s.apply_batch([(b"first", b"attempt")])
+    assert s.commit().version == 2
+    assert s.load(1).source == "checkpoint"  # live DB is at 2, so 1 comes from the checkpoint
+    assert contents(s) == {b"k": b"v1"}
+    s.apply_batch([(b"second", b"attempt"), (b"k", None)])
+    assert s.commit().version == 2
+    fresh = new_store("inst-2")
+    fresh.load(2)
+    assert contents(fresh) == {b"second": b"attempt"}
+    assert fresh.metrics().num_keys == 1
+    s.load(2)
+    s.apply_batch([(b"third", b"x")])
+    s.commit()
+    fresh.load(3)
+    assert contents(fresh) == {b"second": b"attempt", b"third": b"x"}
+
+
+def test_abort_discards(new_store):
+    s = new_store()
+    s.load(0)
+    s.apply_batch([(b"a", b"1")])
+    s.commit()
+    s.load(1)
+    s.apply_batch([(b"b", b"2"), (b"a", None)])
+    s.abort()
+    s.abort()  # idempotent
+    assert s.state is State.ABORTED
+    with pytest.raises(StoreStateError, match="get"):
+        s.get(b"a")
+    assert s.load(1).source == "checkpoint"
+    assert contents(s) == {b"a": b"1"} and s.metrics().num_keys == 1
+    s.abort()  # abort without writes keeps the clean live DB
+    assert s.load(1).source == "memory"
+
+
+def test_lifecycle_guards(new_store):
+    s = new_store()
+    for call in (lambda: s.get(b"x"), lambda: s.apply_batch([]), s.commit, lambda: s.open_cursor(b"")):
+        with pytest.raises(StoreStateError, match="CLOSED"):
+            call()
+    s.abort()  # no-op when nothing is loaded
+    s.load(0)
+    s.commit()
+    with pytest.raises(StoreStateError, match="COMMITTED"):
+        s.apply_batch([(b"a", b"1")])
+    with pytest.raises(StoreStateError):
+        s.commit()
+    with pytest.raises(VersionNotFoundError):
+        s.load(-1)
+
+
+def test_iteration_while_removing(new_store):
+    s = new_store()
+    s.load(0)
+    s.apply_batch([kv(i) for i in range(300)])
+    cursor = s.open_cursor(b"")
+    seen = {}
+    done = False
+    while not done:
+        rows, done = cursor.next_chunk(50, 1 << 20)
+        seen.update(rows)
+        s.apply_batch([(k, None) for k, _ in rows] + [(b"\xff-new-%d" % len(seen), b"n")])
+    assert seen == dict(kv(i) for i in range(300))
+    assert s.metrics().num_keys == 6
+    assert set(contents(s)) == {b"\xff-new-%d" % n for n in range(50, 301, 50)}
+
+
+def test_chunks_respect_max_bytes(new_store):
+    s = new_store()
+    s.load(0)
+    s.apply_batch([(b"k%03d" % i, b"x" * 100) for i in range(10)])
+    cursor = s.open_cursor(b"k")
+    rows, done = cursor.next_chunk(100, 250)
+    assert len(rows) == 3 and not done
+    cursor.close()
+    with pytest.raises(StoreStateError, match="closed"):
+        cursor.next_chunk(1, 1)
+
+
+def test_open_cursor_closed_by_release_and_reopen_works(new_store, tmp_path):
+    s = new_store()
+    s.load(0)
+    s.apply_batch([(b"a", b"1"), (b"b", b"2")])
+    s.commit()
+    s.load(1)
+    cursor = s.open_cursor(b"")
+    cursor.next_chunk(1, 100)
+    s.release()  # must free the DB LOCK despite the open cursor
+    assert cursor.closed
+    other = new_store()  # same instance id and local dir, as another worker would
+    assert other.load(1).source == "checkpoint"
+    assert contents(other) == {b"a": b"1", b"b": b"2"}
+
+
+def test_corrupt_sst_in_checkpoint(new_store):
+    s = new_store()
+    s.load(0)
+    s.apply_batch([kv(i) for i in range(200)])
+    s.commit()
+    files_dir = new_store.checkpoint_dir / "files"
+    (sst,) = os.listdir(files_dir)
+    path = files_dir / sst
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    cold = new_store("inst-cold")
+    with pytest.raises(CorruptCheckpointError, match=rf"{sst}.*version 1"):
+        cold.load(1)
+    assert cold.state is State.CLOSED
+
+
+def test_deleted_manifest(new_store):
+    s = new_store()
+    s.load(0)
+    s.commit()
+    s.load(1)
+    s.commit()
+    os.remove(new_store.checkpoint_dir / "manifests" / "1.manifest")
+    with pytest.raises(VersionNotFoundError, match=r"version 1 .*1\.manifest"):
+        new_store("inst-2").load(1)
+    s.load(2)
+    with pytest.raises(VersionNotFoundError, match="version 7"):
+        s.load(7)
+    assert s.state is State.CLOSED
+    with pytest.raises(StoreStateError):
+        s.get(b"a")
+    assert s.load(2).source == "checkpoint"
+
+
+def test_cleanup_retains_versions_that_all_load(new_store):
+    s = new_store(retain=3)
+    s.load(0)
+    for v in range(1, 9):
+        s.apply_batch([kv(i) for i in range(v * 50, v * 50 + 50)] + [(kv(v * 50 - 50)[0], None)])
+        assert s.commit().version == v
+        s.load(v)
+    remote_before = set(os.listdir(new_store.checkpoint_dir / "files"))
+    s.maintenance_cleanup()
+    manifests = sorted(os.listdir(new_store.checkpoint_dir / "manifests"))
+    assert manifests == ["6.manifest", "7.manifest", "8.manifest"]
+    remote_after = set(os.listdir(new_store.checkpoint_dir / "files"))
+    referenced = set()
+    for v in (6, 7, 8):
+        referenced |= s.file_manager.read_manifest(v).remote_names()
+    assert remote_after == referenced and remote_after < remote_before
+    for v in (6, 7, 8):
+        fresh = new_store(f"check-{v}")
+        fresh.load(v)
+        assert fresh.metrics().num_keys == len(contents(fresh))
+    s.apply_batch([(b"after", b"cleanup")])
+    assert s.commit().version == 9
+
+
+def test_two_instances_share_checkpoint(new_store, tmp_path):
+    a = new_store("inst-a", retain=2)
+    b = new_store("inst-b", retain=2, local_root=tmp_path / "local-b")
+    a.load(0)
+    a.apply_batch([(b"from-a", b"1")])
+    a.commit()
+    b.load(1)
+    b.apply_batch([(b"from-b", b"2")])
+    b.commit()
+    assert a.load(2).source == "checkpoint"
+    a.apply_batch([(b"from-a-again", b"3")])
+    a.commit()
+    b.maintenance_cleanup()
+    a.maintenance_cleanup()
+    b.load(3)
+    assert contents(b) == {b"from-a": b"1", b"from-b": b"2", b"from-a-again": b"3"}
+
+
+@pytest.mark.parametrize("verb,pattern", [("upload_file", "*/files/2-*"),
+                                          ("write_bytes_atomic", "*/manifests/2.manifest")])
+def test_failed_commit_leaves_previous_version_loadable(new_store, verb, pattern):
+    io = FaultyFileIO()
+    s = new_store(fileio=io)
+    s.load(0)
+    s.apply_batch([kv(i) for i in range(100)])
+    s.commit()
+    s.load(1)
+    s.apply_batch([kv(i, b"new") for i in range(100, 200)])
+    io.fail(verb, pattern)
+    with pytest.raises(InjectedFault):
+        s.commit()
+    assert s.state is State.ABORTED
+    s.abort()
+    assert s.file_manager.versions() == [1]
+    assert s.load(1).source == "checkpoint"
+    assert contents(s) == dict(kv(i) for i in range(100))
+    io.heal()
+    s.apply_batch([(b"x", b"y")])
+    assert s.commit().version == 2
+    fresh = new_store("inst-2")
+    fresh.load(2)
+    assert fresh.metrics().num_keys == 101
+
+
+def test_metrics_from_other_thread_and_close_removes_local_dir(new_store, tmp_path):
+    s = new_store()
+    s.load(0)
+    s.apply_batch([kv(i) for i in range(1000)])
+    results = []
+    t = threading.Thread(target=lambda: results.append(s.metrics()))
+    t.start()
+    t.join()
+    assert results[0].num_keys == 1000 and results[0].memory_used_bytes > 0
+    s.commit()
+    s.maintenance_snapshot()
+    s.close()
+    assert not (tmp_path / "local" / "inst-1").exists()
+    assert s.state is State.CLOSED and s.metrics().num_keys == 0
