@@ -1,0 +1,210 @@
+package io.sparkstate;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The frame protocol shared by both transports: per-store BATCH buffers, request encoding and response
+ * decoding. Subclasses only move bytes: {@link #beginFrame} hands out a little-endian buffer with room for
+ * one frame, {@link #endAsyncFrame} sends (or queues) it, {@link #endSyncFrame} sends everything queued and
+ * returns a {@link Reply} positioned at the response.
+ *
+ * <p>Puts are buffered per store handle (a join task writes four stores row by row, so one shared buffer
+ * would degrade into tiny frames) and flushed, all handles at once, at {@link Frames#FLUSH_BYTES} and
+ * before every sync frame, so a get always sees earlier puts.
+ */
+abstract class FramedDataChannel implements DataChannel {
+
+  /** Reads one response; {@link #finish} marks it fully consumed. */
+  interface Reply {
+    int readInt();
+
+    byte readByte();
+
+    void readFully(byte[] dst, int off, int len);
+
+    void finish();
+  }
+
+  private static final class PendingBatch {
+    final List<byte[]> keys = new ArrayList<>();
+    final List<byte[]> values = new ArrayList<>(); // null entry = remove
+    int dataBytes;
+  }
+
+  private final Map<Integer, PendingBatch> pending = new LinkedHashMap<>();
+  private int pendingBytes;
+
+  protected abstract ByteBuffer beginFrame(int frameBytes);
+
+  protected abstract void endAsyncFrame();
+
+  protected abstract Reply endSyncFrame();
+
+  @Override
+  public synchronized void put(int handle, byte[] key, byte[] value) {
+    append(handle, key, value);
+  }
+
+  @Override
+  public synchronized void remove(int handle, byte[] key) {
+    append(handle, key, null);
+  }
+
+  private void append(int handle, byte[] key, byte[] value) {
+    PendingBatch batch = pending.computeIfAbsent(handle, h -> new PendingBatch());
+    batch.keys.add(key);
+    batch.values.add(value);
+    int bytes = key.length + (value == null ? 0 : value.length) + 8;
+    batch.dataBytes += bytes;
+    pendingBytes += bytes;
+    if (pendingBytes >= Frames.FLUSH_BYTES) {
+      flushBatches();
+    }
+  }
+
+  private void flushBatches() {
+    for (Iterator<Map.Entry<Integer, PendingBatch>> it = pending.entrySet().iterator(); it.hasNext(); ) {
+      Map.Entry<Integer, PendingBatch> e = it.next();
+      it.remove();
+      writeBatch(e.getKey(), e.getValue());
+    }
+    pendingBytes = 0;
+  }
+
+  private void writeBatch(int handle, PendingBatch batch) {
+    int n = batch.keys.size();
+    int payload = 4 + batch.dataBytes; // dataBytes already counts 8 bytes of lengths per record
+    ByteBuffer out = beginFrame(Frames.HEADER_BYTES + payload);
+    Frames.header(out, Frames.BATCH, handle, payload);
+    out.putInt(n);
+    for (byte[] k : batch.keys) {
+      out.putInt(k.length);
+    }
+    for (byte[] v : batch.values) {
+      out.putInt(v == null ? Frames.REMOVE : v.length);
+    }
+    for (int i = 0; i < n; i++) {
+      out.put(batch.keys.get(i));
+      byte[] v = batch.values.get(i);
+      if (v != null) {
+        out.put(v);
+      }
+    }
+    endAsyncFrame();
+  }
+
+  @Override
+  public synchronized byte[] get(int handle, byte[] key) {
+    Reply reply = request(Frames.GET, handle, key);
+    int len = reply.readInt();
+    if (len == Frames.ABSENT) {
+      reply.finish();
+      return null;
+    }
+    checkNotError(len, reply);
+    byte[] value = new byte[len];
+    reply.readFully(value, 0, len);
+    reply.finish();
+    return value;
+  }
+
+  @Override
+  public synchronized ScanChunk scanOpen(int handle, byte[] prefix) {
+    return readChunk(request(Frames.SCAN_OPEN, handle, prefix));
+  }
+
+  @Override
+  public synchronized ScanChunk scanNext(int handle, int cursor) {
+    return readChunk(request(Frames.SCAN_NEXT, handle, intPayload(cursor)));
+  }
+
+  @Override
+  public synchronized void scanClose(int handle, int cursor) {
+    ByteBuffer out = beginFrame(Frames.HEADER_BYTES + 4);
+    Frames.header(out, Frames.SCAN_CLOSE, handle, 4);
+    out.putInt(cursor);
+    endAsyncFrame();
+  }
+
+  @Override
+  public synchronized void sync(int handle) {
+    Reply reply = request(Frames.SYNC, handle, new byte[0]);
+    int status = reply.readInt();
+    checkNotError(status, reply);
+    reply.finish();
+    if (status != 0) {
+      throw new DataChannelException("unexpected SYNC response " + status, true, null);
+    }
+  }
+
+  @Override
+  public synchronized void discard(int handle) {
+    PendingBatch batch = pending.remove(handle);
+    if (batch != null) {
+      pendingBytes -= batch.dataBytes;
+    }
+  }
+
+  /** Drops every buffered record, e.g. when the connection is reset between leases. */
+  protected synchronized void discardAll() {
+    pending.clear();
+    pendingBytes = 0;
+  }
+
+  private Reply request(byte op, int handle, byte[] payload) {
+    flushBatches();
+    ByteBuffer out = beginFrame(Frames.HEADER_BYTES + payload.length);
+    Frames.header(out, op, handle, payload.length);
+    out.put(payload);
+    return endSyncFrame();
+  }
+
+  private static byte[] intPayload(int value) {
+    return ByteBuffer.allocate(4).order(java.nio.ByteOrder.LITTLE_ENDIAN).putInt(value).array();
+  }
+
+  private ScanChunk readChunk(Reply reply) {
+    int n = reply.readInt();
+    checkNotError(n, reply);
+    if (n < 0) {
+      throw new DataChannelException("malformed scan chunk: n=" + n, true, null);
+    }
+    boolean done = reply.readByte() != 0;
+    int cursor = reply.readInt();
+    int[] keyLengths = new int[n];
+    int[] valueLengths = new int[n];
+    long total = 0;
+    for (int i = 0; i < n; i++) {
+      keyLengths[i] = reply.readInt();
+      total += keyLengths[i];
+    }
+    for (int i = 0; i < n; i++) {
+      valueLengths[i] = reply.readInt();
+      total += valueLengths[i];
+    }
+    if (total > Integer.MAX_VALUE - 16) {
+      throw new DataChannelException("scan chunk too large: " + total + " bytes", true, null);
+    }
+    byte[] data = new byte[(int) total];
+    reply.readFully(data, 0, data.length);
+    reply.finish();
+    return new ScanChunk(n, done, cursor, keyLengths, valueLengths, data);
+  }
+
+  private static void checkNotError(int first, Reply reply) {
+    if (first != Frames.ERROR) {
+      return;
+    }
+    int len = reply.readInt();
+    byte[] msg = new byte[len];
+    reply.readFully(msg, 0, len);
+    reply.finish();
+    throw new DataChannelException(new String(msg, StandardCharsets.UTF_8), false, null);
+  }
+}

@@ -1,0 +1,52 @@
+package io.sparkstate;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
+import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSizeMetric;
+import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSumMetric;
+import org.apache.spark.sql.execution.streaming.state.StateStoreCustomTimingMetric;
+import org.apache.spark.sql.execution.streaming.state.StateStoreInstanceMetric;
+import org.apache.spark.sql.execution.streaming.state.StateStoreMetrics;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The custom metrics sparkstate declares to Spark and the mapping from the {@code custom} map Python
+ * reports. Spark builds its SQL metrics from {@code supportedCustomMetrics()} of a fresh provider, so the
+ * list is static; names Python reports but Spark was not told about are dropped, declared names Python
+ * leaves out are reported as 0.
+ */
+final class Metrics {
+  static final List<StateStoreCustomMetric> DECLARED = List.of(
+      new StateStoreCustomTimingMetric("sparkstateCommitMs", "sparkstate: time to commit a version"),
+      new StateStoreCustomTimingMetric("sparkstateLoadMs", "sparkstate: time to load a version"),
+      new StateStoreCustomTimingMetric("sparkstateFlushMs", "sparkstate: time to flush writes to the backend"),
+      new StateStoreCustomTimingMetric("sparkstateUploadMs", "sparkstate: time to upload checkpoint files"),
+      new StateStoreCustomSumMetric("sparkstateFilesUploaded", "sparkstate: checkpoint files uploaded"),
+      new StateStoreCustomSumMetric("sparkstateFilesReused", "sparkstate: checkpoint files reused from earlier versions"),
+      new StateStoreCustomSizeMetric("sparkstateBytesUploaded", "sparkstate: bytes uploaded to the checkpoint", false),
+      new StateStoreCustomSizeMetric("sparkstateCheckpointBytes", "sparkstate: size of the committed version", false));
+
+  private Metrics() {}
+
+  static scala.collection.immutable.Seq<StateStoreCustomMetric> supported() {
+    return CollectionConverters.asScala(DECLARED).toSeq();
+  }
+
+  /** Builds Spark metrics from {@code {"numKeys", "memoryUsedBytes", "custom": {name: long}}}. */
+  static StateStoreMetrics fromJson(JsonNode json) {
+    JsonNode custom = json == null ? null : json.get("custom");
+    Map<StateStoreCustomMetric, Object> values = new LinkedHashMap<>();
+    for (StateStoreCustomMetric m : DECLARED) {
+      JsonNode v = custom == null ? null : custom.get(m.name());
+      values.put(m, v != null && v.canConvertToLong() ? v.asLong() : 0L);
+    }
+    return new StateStoreMetrics(
+        json == null ? 0L : json.path("numKeys").asLong(0),
+        json == null ? 0L : json.path("memoryUsedBytes").asLong(0),
+        scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(values)),
+        scala.collection.immutable.Map$.MODULE$.<StateStoreInstanceMetric, Object>empty());
+  }
+}

@@ -1,0 +1,400 @@
+package io.sparkstate;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.PrefixKeyScanStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
+import org.apache.spark.sql.execution.streaming.state.StateSchemaProvider;
+import org.apache.spark.sql.execution.streaming.state.StateStore;
+import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
+import org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef;
+import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
+import org.apache.spark.sql.execution.streaming.state.StateStoreId;
+import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
+import org.apache.spark.sql.execution.streaming.state.StateStoreProvider$;
+import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
+import org.apache.spark.sql.types.StructType;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import scala.Option;
+
+/**
+ * Spark's entry point: one instance per (checkpoint, operator, partition, store name, query run) per
+ * executor. It holds no state itself; the store lives in a Python worker ({@link WorkerPool}). The
+ * provider remembers which worker currently has the store open and moves it (release there, open here)
+ * when the task's leased worker is a different one.
+ *
+ * <p>Thread model: one task at a time calls getStore and uses the store; Spark's maintenance threads call
+ * doSnapshotMaintenance/doCleanupMaintenance concurrently (and never hold up a task: we take no lock of
+ * theirs). The placement fields are guarded by {@code this}.
+ */
+public final class PythonStateStoreProvider implements StateStoreProvider {
+  private static final Logger LOG = LoggerFactory.getLogger(PythonStateStoreProvider.class);
+  static final String INTERNAL_PARTITIONS_KEY = "spark.sql.streaming.internal.stateStore.partitions";
+  static final String SHUFFLE_PARTITIONS_KEY = "spark.sql.shuffle.partitions";
+  private static final AtomicBoolean PARTITION_SOURCE_LOGGED = new AtomicBoolean();
+
+  // Scala trait fields of StateStoreProvider, set by $init$.
+  private volatile boolean unloaded;
+  private ReentrantReadWriteLock maintenanceLock;
+
+  private StateStoreId id;
+  private StructType keySchema;
+  private StructType valueSchema;
+  private int numColsPrefixKey;
+  private StateStoreConf storeConf;
+  private Configuration hadoopConf;
+  private String queryRunId;
+  private int numPartitions;
+  private ShimSettings settings;
+  private String specJson;
+
+  private WorkerProcess holder; // guarded by this: the worker that has the store open, or null
+  private int handle = -1; // guarded by this: the store's handle on holder
+
+  /** Cheap on purpose: the driver creates throw-away instances just to read supportedCustomMetrics. */
+  public PythonStateStoreProvider() {
+    StateStoreProvider.$init$(this);
+  }
+
+  @Override
+  public boolean unloaded() {
+    return unloaded;
+  }
+
+  @Override
+  public void unloaded_$eq(boolean value) {
+    unloaded = value;
+  }
+
+  @Override
+  public ReentrantReadWriteLock maintenanceLock() {
+    return maintenanceLock;
+  }
+
+  @Override
+  public void org$apache$spark$sql$execution$streaming$state$StateStoreProvider$_setter_$maintenanceLock_$eq(
+      ReentrantReadWriteLock lock) {
+    maintenanceLock = lock;
+  }
+
+  @Override
+  public void init(StateStoreId stateStoreId, StructType keySchema, StructType valueSchema,
+      KeyStateEncoderSpec keyStateEncoderSpec, boolean useColumnFamilies, StateStoreConf storeConf,
+      Configuration hadoopConf, boolean useMultipleValuesPerKey, Option<StateSchemaProvider> stateSchemaProvider) {
+    if (useColumnFamilies) {
+      throw new UnsupportedOperationException("sparkstate does not support column families (used by "
+          + "transformWithState and join state formats 3/4); use RocksDBStateStoreProvider for those queries");
+    }
+    if (useMultipleValuesPerKey) {
+      throw new UnsupportedOperationException("sparkstate does not support multiple values per key");
+    }
+    if (storeConf.enableStateStoreCheckpointIds()) {
+      throw new UnsupportedOperationException("sparkstate supports only state store checkpoint format 1; "
+          + "unset spark.sql.streaming.stateStore.checkpointFormatVersion (it is "
+          + storeConf.stateStoreCheckpointFormatVersion() + ")");
+    }
+    if (keyStateEncoderSpec instanceof PrefixKeyScanStateEncoderSpec) {
+      this.numColsPrefixKey = ((PrefixKeyScanStateEncoderSpec) keyStateEncoderSpec).numColsPrefixKey();
+      if (numColsPrefixKey <= 0 || numColsPrefixKey >= keySchema.length()) {
+        throw new IllegalArgumentException("invalid numColsPrefixKey " + numColsPrefixKey + " for a key of "
+            + keySchema.length() + " columns");
+      }
+    } else if (!(keyStateEncoderSpec instanceof NoPrefixKeyStateEncoderSpec)) {
+      throw new UnsupportedOperationException("sparkstate supports NoPrefix and PrefixKeyScan key encoder "
+          + "specs, not " + keyStateEncoderSpec);
+    }
+    this.id = stateStoreId;
+    this.keySchema = keySchema;
+    this.valueSchema = valueSchema;
+    this.storeConf = storeConf;
+    this.hadoopConf = hadoopConf;
+    this.queryRunId = readRunId(hadoopConf);
+    this.numPartitions = readNumPartitions(hadoopConf);
+    this.settings = ShimSettings.from(storeConf);
+    this.specJson = Json.write(spec(UUID.randomUUID().toString()));
+    new KeyCodec(keySchema, valueSchema, numColsPrefixKey, id.storeName(), numPartitions, id.partitionId());
+  }
+
+  private static String readRunId(Configuration conf) {
+    try {
+      return StateStoreProvider$.MODULE$.getRunId(conf);
+    } catch (Throwable e) { // getRunId asserts the key is present; tests and tools may not set it
+      return null;
+    }
+  }
+
+  /** The state partition count Spark routes with; see docs/architecture.md §1. */
+  private static int readNumPartitions(Configuration conf) {
+    String internal = conf.get(INTERNAL_PARTITIONS_KEY);
+    String shuffle = conf.get(SHUFFLE_PARTITIONS_KEY);
+    String chosen = internal != null ? internal : shuffle;
+    if (PARTITION_SOURCE_LOGGED.compareAndSet(false, true)) {
+      LOG.info("sparkstate: state partition count from hadoopConf: {}={}, {}={}; using {}",
+          INTERNAL_PARTITIONS_KEY, internal, SHUFFLE_PARTITIONS_KEY, shuffle, chosen != null ? chosen : "200");
+    }
+    try {
+      return chosen != null ? Integer.parseInt(chosen.trim()) : 200;
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("sparkstate: cannot parse the state partition count '" + chosen + "'", e);
+    }
+  }
+
+  private ObjectNode spec(String instanceId) {
+    ObjectNode spec = Json.object();
+    spec.put("checkpointLocation", id.storeCheckpointLocation().toString());
+    spec.put("operatorId", id.operatorId());
+    spec.put("partitionId", id.partitionId());
+    spec.put("storeName", id.storeName());
+    spec.put("instanceId", instanceId);
+    spec.put("queryRunId", queryRunId);
+    spec.put("keySchema", keySchema.json());
+    spec.put("valueSchema", valueSchema.json());
+    spec.put("numColsPrefixKey", numColsPrefixKey);
+    spec.put("numPartitions", numPartitions);
+    spec.put("minVersionsToRetain", storeConf.minVersionsToRetain());
+    ObjectNode conf = spec.putObject("settings");
+    for (Map.Entry<String, String> e : settings.all.entrySet()) {
+      conf.put(e.getKey(), e.getValue());
+    }
+    return spec;
+  }
+
+  @Override
+  public StateStoreId stateStoreId() {
+    return id;
+  }
+
+  @Override
+  public StateStore getStore(long version, Option<String> stateStoreCkptId, boolean forceSnapshotOnCommit,
+      boolean loadEmpty) {
+    // Every commit is a full durable version, so forceSnapshotOnCommit needs no action.
+    return open(version, stateStoreCkptId, loadEmpty, false);
+  }
+
+  @Override
+  public ReadStateStore getReadStore(long version, Option<String> stateStoreCkptId) {
+    return open(version, stateStoreCkptId, false, true);
+  }
+
+  @Override
+  public StateStore upgradeReadStoreToWriteStore(ReadStateStore readStore, long version,
+      Option<String> stateStoreCkptId, boolean forceSnapshotOnCommit) {
+    if (readStore instanceof PythonStateStore) {
+      PythonStateStore store = (PythonStateStore) readStore;
+      if (store.belongsTo(this) && store.version() == version && store.upgradeToWrite()) {
+        return store;
+      }
+    }
+    readStore.release();
+    return getStore(version, stateStoreCkptId, forceSnapshotOnCommit, false);
+  }
+
+  private PythonStateStore open(long version, Option<String> ckptId, boolean loadEmpty, boolean readOnly) {
+    if (id == null) {
+      throw new IllegalStateException("sparkstate provider used before init");
+    }
+    if (version < 0) {
+      throw new IllegalArgumentException("version cannot be negative: " + version + " (" + describe(version) + ")");
+    }
+    if (loadEmpty) {
+      throw new UnsupportedOperationException("sparkstate does not support loadEmpty=true (offline state "
+          + "repartition, which Spark reserves for RocksDBStateStoreProvider)");
+    }
+    if (ckptId != null && ckptId.isDefined()) {
+      throw new UnsupportedOperationException("sparkstate supports only checkpoint format 1, but a state "
+          + "store checkpoint id was given (" + ckptId.get() + ")");
+    }
+    WorkerLease lease = WorkerPool.get().leaseFor(settings, currentHolder());
+    WorkerProcess worker = lease.worker();
+    try {
+      int h = placeOn(worker, version);
+      JsonNode loaded = Json.parse(worker.control().load(h, version), "load");
+      long got = loaded.path("version").asLong(version);
+      if (got != version) {
+        throw new IllegalStateException(describe(version) + ": the worker loaded version " + got);
+      }
+      PythonStateStore store = new PythonStateStore(this, lease, h, version, readOnly,
+          new KeyCodec(keySchema, valueSchema, numColsPrefixKey, id.storeName(), numPartitions, id.partitionId()));
+      lease.track(store);
+      return store;
+    } catch (RuntimeException e) {
+      if (!lease.isTaskScoped()) {
+        lease.release();
+      }
+      throw failure("load", version, worker, e);
+    }
+  }
+
+  private synchronized WorkerProcess currentHolder() {
+    return holder;
+  }
+
+  /** Makes sure {@code worker} has the store open, moving it from the worker that held it before. */
+  private int placeOn(WorkerProcess worker, long version) {
+    WorkerProcess previous;
+    int previousHandle;
+    synchronized (this) {
+      if (holder == worker && handle >= 0 && worker.isAlive()) {
+        return handle;
+      }
+      previous = holder;
+      previousHandle = handle;
+      holder = null;
+      handle = -1;
+    }
+    if (previous != null && previous.isAlive()) {
+      try {
+        previous.control().release(previousHandle);
+      } catch (RuntimeException e) {
+        LOG.warn("sparkstate: cannot release {} on {} before moving it: {}", describe(version), previous, e.toString());
+      }
+    }
+    int h = Json.parse(worker.control().open(specJson), "open").path("handle").asInt(-1);
+    if (h < 0) {
+      throw new IllegalStateException(describe(version) + ": the worker returned no handle from open");
+    }
+    synchronized (this) {
+      holder = worker;
+      handle = h;
+    }
+    return h;
+  }
+
+  /** After a commit: commit validation (trap: foreachBatch queries fail without it), snapshot-lag report. */
+  void afterCommit(long newVersion) {
+    if (storeConf.commitValidationEnabled()) {
+      StateStore.reportCommitToCoordinator(newVersion, id, hadoopConf);
+    }
+    if (queryRunId != null) {
+      CoordinatorReports.snapshotUploaded(new StateStoreProviderId(id, UUID.fromString(queryRunId)), newVersion);
+    }
+  }
+
+  @Override
+  public void doSnapshotMaintenance() {
+    maintenance("snapshot");
+  }
+
+  @Override
+  public void doCleanupMaintenance() {
+    maintenance("cleanup");
+  }
+
+  @Override
+  public void doMaintenance() {
+    maintenance("snapshot");
+    maintenance("cleanup");
+  }
+
+  /**
+   * Best effort, like the built-ins: a failure is logged, not thrown (a throw makes Spark evict the
+   * provider). The store may be moving between workers meanwhile; the worker rejects a stale handle.
+   */
+  private void maintenance(String kind) {
+    WorkerProcess worker;
+    int h;
+    synchronized (this) {
+      worker = holder;
+      h = handle;
+    }
+    if (worker == null || h < 0 || !worker.isAlive()) {
+      return;
+    }
+    try {
+      worker.control().maintenance(h, kind);
+    } catch (RuntimeException e) {
+      LOG.warn("sparkstate: {} maintenance of {} failed: {}", kind, describe(-1), e.getMessage());
+    }
+  }
+
+  @Override
+  public scala.collection.immutable.Seq<StateStoreCustomMetric> supportedCustomMetrics() {
+    return Metrics.supported();
+  }
+
+  @Override
+  public void close() {
+    WorkerProcess worker;
+    int h;
+    synchronized (this) {
+      worker = holder;
+      h = handle;
+      holder = null;
+      handle = -1;
+    }
+    if (worker != null && h >= 0 && worker.isAlive()) {
+      try {
+        worker.control().close(h);
+      } catch (RuntimeException e) {
+        LOG.warn("sparkstate: cannot close {} on {}: {}", describe(-1), worker, e.getMessage());
+      }
+    }
+  }
+
+  /** Names the store in errors: operator, partition, store name, version and checkpoint path. */
+  String describe(long version) {
+    if (id == null) {
+      return "sparkstate store (not initialized)";
+    }
+    return "sparkstate store [operator=" + id.operatorId() + ", partition=" + id.partitionId() + ", storeName="
+        + id.storeName() + (version >= 0 ? ", version=" + version : "") + ", checkpoint="
+        + id.storeCheckpointLocation() + "]";
+  }
+
+  /**
+   * The exception to throw for a failed worker call: a dead worker or broken transport becomes
+   * {@link WorkerFailedException}, an error raised in Python becomes {@link PythonStoreException};
+   * both name the store and carry the original message.
+   */
+  RuntimeException failure(String action, long version, WorkerProcess worker, RuntimeException e) {
+    if (e instanceof WorkerFailedException || e instanceof PythonStoreException) {
+      return e;
+    }
+    boolean transport = e instanceof py4j.Py4JNetworkException
+        || (e instanceof DataChannelException && ((DataChannelException) e).isTransportFailure());
+    if (worker != null && (transport || !worker.isAlive())) {
+      return worker.failure(action + " " + describe(version), e);
+    }
+    if (e instanceof DataChannelException || e instanceof py4j.Py4JException) {
+      return new PythonStoreException(describe(version) + ": cannot " + action + ": " + e.getMessage(), e);
+    }
+    return e;
+  }
+
+  /**
+   * Sends {@code snapshotUploaded} to the coordinator off the task thread: it is a blocking RPC
+   * ({@code askSync}), best effort, and only feeds Spark's snapshot-lag detection. Every sparkstate commit
+   * is a full durable version, so each commit counts as an uploaded snapshot.
+   */
+  private static final class CoordinatorReports {
+    private static final ExecutorService EXECUTOR = Executors.newSingleThreadExecutor(r -> {
+      Thread t = new Thread(r, "sparkstate-coordinator-report");
+      t.setDaemon(true);
+      return t;
+    });
+
+    static void snapshotUploaded(StateStoreProviderId providerId, long version) {
+      long timestamp = System.currentTimeMillis();
+      EXECUTOR.execute(() -> {
+        try {
+          Option<StateStoreCoordinatorRef> ref = StateStoreProvider$.MODULE$.coordinatorRef();
+          if (ref.isDefined()) {
+            ref.get().snapshotUploaded(providerId, version, timestamp);
+          }
+        } catch (Throwable e) {
+          LOG.debug("sparkstate: snapshotUploaded report for {} failed", providerId, e);
+        }
+      });
+    }
+  }
+}

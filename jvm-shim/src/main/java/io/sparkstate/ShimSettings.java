@@ -1,0 +1,79 @@
+package io.sparkstate;
+
+import java.util.Map;
+import java.util.TreeMap;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
+import scala.Option;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The few settings the JVM side itself needs (interpreter, transport, start timeout), plus every
+ * explicitly set {@code spark.sql.streaming.stateStore.sparkstate.*} key, which is passed to Python
+ * untouched: Python (sparkstate.config) owns validation of the full set.
+ */
+final class ShimSettings {
+  static final String PREFIX = "spark.sql.streaming.stateStore.sparkstate.";
+  static final String PYTHON_EXEC = PREFIX + "pythonExec";
+  static final String TRANSPORT = PREFIX + "transport";
+  static final String START_TIMEOUT = PREFIX + "workerStartTimeoutMs";
+
+  final Map<String, String> all;
+  final String pythonExec;
+  final String transport;
+  final long workerStartTimeoutMs;
+
+  private ShimSettings(Map<String, String> all, String pythonExec, String transport, long timeoutMs) {
+    this.all = all;
+    this.pythonExec = pythonExec;
+    this.transport = transport;
+    this.workerStartTimeoutMs = timeoutMs;
+  }
+
+  static ShimSettings from(StateStoreConf conf) {
+    Map<String, String> all = new TreeMap<>();
+    for (Map.Entry<String, String> e : CollectionConverters.asJava(conf.sqlConfs()).entrySet()) {
+      if (e.getKey().startsWith(PREFIX)) {
+        all.put(e.getKey(), e.getValue());
+      }
+    }
+    String transport = all.getOrDefault(TRANSPORT, "socket").trim().toLowerCase(java.util.Locale.ROOT);
+    if (!transport.equals("socket") && !transport.equals("py4j")) {
+      throw new IllegalArgumentException("invalid value '" + all.get(TRANSPORT) + "' for '" + TRANSPORT
+          + "': expected socket, py4j");
+    }
+    long timeout = 60000;
+    String rawTimeout = all.get(START_TIMEOUT);
+    if (rawTimeout != null) {
+      try {
+        timeout = Long.parseLong(rawTimeout.trim());
+      } catch (NumberFormatException e) {
+        timeout = -1;
+      }
+      if (timeout < 1000) {
+        throw new IllegalArgumentException("invalid value '" + rawTimeout + "' for '" + START_TIMEOUT
+            + "': expected an integer >= 1000");
+      }
+    }
+    return new ShimSettings(all, resolvePythonExec(all.get(PYTHON_EXEC)), transport, timeout);
+  }
+
+  /** sqlConfs pythonExec, else spark.pyspark.python, else PYSPARK_PYTHON, else python3. */
+  private static String resolvePythonExec(String configured) {
+    if (configured != null && !configured.isBlank()) {
+      return configured.trim();
+    }
+    SparkEnv env = SparkEnv.get();
+    if (env != null) {
+      Option<String> fromSpark = env.conf().getOption("spark.pyspark.python");
+      if (fromSpark.isDefined() && !fromSpark.get().isBlank()) {
+        return fromSpark.get().trim();
+      }
+    }
+    String fromEnv = System.getenv("PYSPARK_PYTHON");
+    if (fromEnv != null && !fromEnv.isBlank()) {
+      return fromEnv.trim();
+    }
+    return "python3";
+  }
+}

@@ -1,0 +1,146 @@
+package io.sparkstate;
+
+import java.io.IOException;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.SocketChannel;
+
+/**
+ * The default transport: frames over the worker's Unix domain socket ({@code <socketDir>/data.sock}),
+ * through direct buffers. Async frames are queued in the output buffer and written once it holds
+ * {@link Frames#FLUSH_BYTES} or together with the next sync frame, so a get after a few puts is a single
+ * write plus a single read.
+ */
+final class SocketDataChannel extends FramedDataChannel implements FramedDataChannel.Reply {
+  private static final int READ_BUFFER_BYTES = 64 * 1024;
+
+  private final String socketPath;
+  private final SocketChannel channel;
+  private ByteBuffer out = ByteBuffer.allocateDirect(2 * Frames.FLUSH_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+  private final ByteBuffer in = ByteBuffer.allocateDirect(READ_BUFFER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+  /** A sync frame was sent and its response is not fully read, or a write failed halfway. */
+  private boolean dirty;
+
+  private SocketDataChannel(String socketPath, SocketChannel channel) {
+    this.socketPath = socketPath;
+    this.channel = channel;
+  }
+
+  static SocketDataChannel connect(String socketPath) {
+    try {
+      SocketChannel ch = SocketChannel.open(StandardProtocolFamily.UNIX);
+      ch.connect(UnixDomainSocketAddress.of(socketPath));
+      return new SocketDataChannel(socketPath, ch);
+    } catch (IOException | RuntimeException e) {
+      throw new DataChannelException("cannot connect to worker data socket " + socketPath + ": " + e, true, e);
+    }
+  }
+
+  @Override
+  protected ByteBuffer beginFrame(int frameBytes) {
+    if (out.remaining() < frameBytes) {
+      writeOut();
+      if (out.capacity() < frameBytes) {
+        out = ByteBuffer.allocateDirect(frameBytes).order(ByteOrder.LITTLE_ENDIAN);
+      }
+    }
+    return out;
+  }
+
+  @Override
+  protected void endAsyncFrame() {
+    if (out.position() >= Frames.FLUSH_BYTES) {
+      writeOut();
+    }
+  }
+
+  @Override
+  protected Reply endSyncFrame() {
+    writeOut();
+    dirty = true;
+    in.clear().limit(0);
+    return this;
+  }
+
+  private void writeOut() {
+    out.flip();
+    try {
+      dirty = true;
+      while (out.hasRemaining()) {
+        channel.write(out);
+      }
+      dirty = false;
+    } catch (IOException e) {
+      throw failure("write", e);
+    } finally {
+      out.clear();
+    }
+  }
+
+  private void fill(int atLeast) {
+    try {
+      while (in.remaining() < atLeast) {
+        in.compact();
+        int n = channel.read(in);
+        in.flip();
+        if (n < 0) {
+          throw new IOException("end of stream (worker closed the connection)");
+        }
+      }
+    } catch (IOException e) {
+      throw failure("read", e);
+    }
+  }
+
+  private DataChannelException failure(String what, IOException e) {
+    dirty = true;
+    return new DataChannelException("cannot " + what + " worker data socket " + socketPath + ": " + e, true, e);
+  }
+
+  @Override
+  public int readInt() {
+    fill(4);
+    return in.getInt();
+  }
+
+  @Override
+  public byte readByte() {
+    fill(1);
+    return in.get();
+  }
+
+  @Override
+  public void readFully(byte[] dst, int off, int len) {
+    while (len > 0) {
+      if (!in.hasRemaining()) {
+        fill(1);
+      }
+      int k = Math.min(len, in.remaining());
+      in.get(dst, off, k);
+      off += k;
+      len -= k;
+    }
+  }
+
+  @Override
+  public void finish() {
+    dirty = false;
+  }
+
+  @Override
+  public synchronized boolean isDirty() {
+    return dirty || !channel.isOpen();
+  }
+
+  @Override
+  public synchronized void close() {
+    discardAll();
+    try {
+      channel.close();
+    } catch (IOException ignored) {
+      // closing a socket we are abandoning; nothing to recover
+    }
+  }
+}

@@ -1,0 +1,41 @@
+package io.sparkstate;
+
+/**
+ * Control calls into a Python worker (docs/architecture.md §3). Implemented in Python as a py4j callback
+ * object; arguments and results are JSON strings except {@link #data}. A Python error arrives as a
+ * {@code py4j.Py4JException} carrying the Python message; a dead connection as
+ * {@code py4j.Py4JNetworkException}.
+ */
+public interface WorkerControl {
+  /** {@code {"pid", "python", "version"}}. */
+  String hello();
+
+  /** Opens a store from its spec JSON; returns {@code {"handle": int}}. */
+  String open(String spec);
+
+  /** Loads committed {@code version}; returns {@code {"version", "loadMs", "source"}}. */
+  String load(int handle, long version);
+
+  /** Makes version+1 durable; returns {@code {"version": newVersion, "metrics": {...}}}. */
+  String commit(int handle);
+
+  /** Discards uncommitted writes; idempotent. */
+  void abort(int handle);
+
+  /** {@code {"numKeys", "memoryUsedBytes", "custom": {name: long}}}. */
+  String metrics(int handle);
+
+  /** {@code kind} is "snapshot" or "cleanup". */
+  void maintenance(int handle, String kind);
+
+  /** Closes the opened store but keeps its local files (another worker may take the store over). */
+  void release(int handle);
+
+  /** Closes the store and deletes this instance's local files. */
+  void close(int handle);
+
+  /** One request frame in, its response bytes out (empty for async frames); used by transport=py4j. */
+  byte[] data(byte[] frame);
+
+  void shutdown();
+}

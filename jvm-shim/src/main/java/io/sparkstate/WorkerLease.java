@@ -1,0 +1,66 @@
+package io.sparkstate;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Exclusive use of one worker (and its data channel) by one task, or, outside a task, by one store.
+ * Releasing it aborts whatever store of the lease is still open, so a worker is never handed to the next
+ * task with half-written state on its connection, whatever order Spark runs its completion listeners in.
+ */
+final class WorkerLease {
+  private final WorkerPool pool;
+  private final WorkerProcess worker;
+  private final boolean taskScoped;
+  private final List<PythonStateStore> stores = new ArrayList<>(); // guarded by this
+  private boolean released; // guarded by this
+
+  WorkerLease(WorkerPool pool, WorkerProcess worker, boolean taskScoped) {
+    this.pool = pool;
+    this.worker = worker;
+    this.taskScoped = taskScoped;
+  }
+
+  WorkerProcess worker() {
+    return worker;
+  }
+
+  boolean isTaskScoped() {
+    return taskScoped;
+  }
+
+  synchronized void track(PythonStateStore store) {
+    checkActive();
+    stores.add(store);
+  }
+
+  synchronized void checkActive() {
+    if (released) {
+      throw new IllegalStateException("sparkstate: the " + worker + " lease was already returned "
+          + "(the store is used after its task completed or after commit/abort)");
+    }
+  }
+
+  void release() {
+    List<PythonStateStore> open;
+    synchronized (this) {
+      if (released) {
+        return;
+      }
+      open = new ArrayList<>(stores);
+      stores.clear();
+    }
+    try {
+      worker.resetChannelIfDirty();
+      for (PythonStateStore store : open) {
+        store.abortQuietly();
+      }
+      worker.resetChannelIfDirty();
+    } finally {
+      synchronized (this) {
+        released = true;
+      }
+      pool.giveBack(worker);
+    }
+  }
+}
