@@ -1,0 +1,101 @@
+"""One SparkSession per test module, pointed at the state store provider under test.
+
+Provider switch, env `SPARKSTATE_TEST_PROVIDER`:
+- `sparkstate` (default): `sparkstate.configure(builder, **settings)`; sparkstate is imported only then.
+- `hdfs`: Spark's default HDFSBackedStateStoreProvider (set explicitly).
+- `rocksdb`: Spark's RocksDBStateStoreProvider.
+
+A module can pass extra sparkstate settings (ignored for the built-in providers) and extra Spark confs:
+
+    pytestmark = [pytest.mark.sparkstate_settings(transport="py4j"),
+                  pytest.mark.spark_conf({"spark.sql.streaming.stateStore.minDeltasForSnapshot": "5"})]
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Iterator
+
+import pytest
+
+_STATE_PKG = "org.apache.spark.sql.execution.streaming.state."
+BUILTIN_PROVIDERS = {
+    "hdfs": _STATE_PKG + "HDFSBackedStateStoreProvider",
+    "rocksdb": _STATE_PKG + "RocksDBStateStoreProvider",
+}
+PROVIDER_ENV = "SPARKSTATE_TEST_PROVIDER"
+
+BASE_CONF = {
+    "spark.master": "local[2]",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "3",
+    "spark.default.parallelism": "2",
+    "spark.sql.session.timeZone": "UTC",
+    # Exercise maintenance (snapshots, cleanup) while the tests run, not only at shutdown.
+    "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
+    "spark.sql.streaming.stateStore.minDeltasForSnapshot": "3",
+    "spark.sql.streaming.minBatchesToRetain": "10",
+    "spark.driver.memory": "1g",
+    "spark.sql.adaptive.enabled": "false",
+}
+
+
+def selected_provider() -> str:
+    name = os.environ.get(PROVIDER_ENV, "sparkstate").strip().lower()
+    if name not in ("sparkstate", *BUILTIN_PROVIDERS):
+        raise pytest.UsageError(f"{PROVIDER_ENV}={name!r}: expected sparkstate, hdfs or rocksdb")
+    return name
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sparkstate_settings(**settings): extra sparkstate settings "
+                                       "for the module's SparkSession (sparkstate provider only)")
+    config.addinivalue_line("markers", "spark_conf(dict): extra Spark confs for the module's SparkSession")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"state store provider under test: {selected_provider()} ({PROVIDER_ENV})"
+
+
+def build_session(settings: dict[str, Any], extra_conf: dict[str, str]):
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("sparkstate-operator-tests")
+    for key, value in {**BASE_CONF, **extra_conf}.items():
+        builder = builder.config(key, value)
+    provider = selected_provider()
+    if provider == "sparkstate":
+        import sparkstate  # only needed (and only importable) when testing our provider
+
+        builder = sparkstate.configure(builder, **settings)
+    else:
+        builder = builder.config("spark.sql.streaming.stateStore.providerClass", BUILTIN_PROVIDERS[provider])
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@pytest.fixture(scope="module")
+def spark(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The module's SparkSession; stopped (with its SparkContext) when the module finishes."""
+    settings: dict[str, Any] = {}
+    for marker in reversed(list(request.node.iter_markers("sparkstate_settings"))):
+        settings.update(marker.kwargs)
+    extra_conf: dict[str, str] = {}
+    for marker in reversed(list(request.node.iter_markers("spark_conf"))):
+        for arg in marker.args:
+            extra_conf.update({k: str(v) for k, v in arg.items()})
+    session = build_session(settings, extra_conf)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture()
+def provider_class(spark) -> str:
+    return spark.conf.get("spark.sql.streaming.stateStore.providerClass")
