@@ -80,14 +80,25 @@ class RocksDBCursor(Cursor):
     def next_chunk(self, max_rows: int, max_bytes: int) -> tuple[list[tuple[bytes, bytes]], bool]:
         if self._snapshot is None:
             raise StoreStateError("cursor is closed (its store was released, reloaded or closed)")
-        rows: list[tuple[bytes, bytes]] = []
-        size = 0
-        while self._pending is not None and len(rows) < max_rows and (size < max_bytes or not rows):
-            k, v = self._pending
-            rows.append((k, v))
-            size += len(k) + len(v)
-            self._advance()
-        done = self._pending is None
+        pending = self._pending
+        if pending is None:
+            self.close()
+            return [], True
+        # Hot loop (rows of a whole chunk): locals only, one lookahead row for `done` and the prefix.
+        rows = [pending]
+        append, items, prefix = rows.append, self._items, self._prefix
+        size = len(pending[0]) + len(pending[1])
+        pending = None
+        for row in items:
+            if not row[0].startswith(prefix):
+                break
+            if len(rows) >= max_rows or size >= max_bytes:
+                pending = row
+                break
+            append(row)
+            size += len(row[0]) + len(row[1])
+        self._pending = pending
+        done = pending is None
         if done:
             self.close()
         return rows, done
