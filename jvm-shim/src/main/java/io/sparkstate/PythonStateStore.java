@@ -341,7 +341,8 @@ final class PythonStateStore implements StateStore {
       current = state;
       cached = commitMetrics;
     }
-    if (current == State.COMMITTED && cached != null && cached.isObject()) {
+    // commit's "metrics" saves a call when it has the metrics() shape; otherwise ask the worker.
+    if (current == State.COMMITTED && cached != null && cached.has("numKeys")) {
       return Metrics.fromJson(cached);
     }
     if (current == State.ABORTED) {

@@ -25,6 +25,7 @@ final class WorkerPool {
   private final ConcurrentHashMap<Long, WorkerLease> taskLeases = new ConcurrentHashMap<>();
   private final AtomicLong nextId = new AtomicLong();
   private boolean shutdownHookAdded; // guarded by this
+  private volatile boolean shuttingDown;
 
   static WorkerPool get() {
     return INSTANCE;
@@ -96,10 +97,18 @@ final class WorkerPool {
     }
   }
 
+  boolean isShuttingDown() {
+    return shuttingDown;
+  }
+
   private void killAll() {
+    shuttingDown = true;
     List<WorkerProcess> all;
     synchronized (this) {
       all = new ArrayList<>(workers);
+    }
+    for (WorkerProcess w : all) {
+      w.closeStdin(); // all at once, so they exit in parallel before kill() waits on each
     }
     for (WorkerProcess w : all) {
       try {

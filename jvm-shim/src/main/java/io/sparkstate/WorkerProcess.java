@@ -219,6 +219,9 @@ final class WorkerProcess {
   void markDead(String reason) {
     if (deathReason == null) {
       deathReason = reason;
+      if (WorkerPool.get().isShuttingDown()) {
+        return;
+      }
       LOG.warn("sparkstate worker {} (pid {}) is dead: {}", id, pid, reason);
       kill();
     }
@@ -257,13 +260,23 @@ final class WorkerProcess {
         channel = null;
       }
     }
+    closeStdin();
+    try {
+      process.waitFor(500, TimeUnit.MILLISECONDS); // a worker exits by itself on stdin EOF
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    process.destroy();
+    gateway.shutdown();
+  }
+
+  /** Closing stdin is the polite stop: the worker exits on EOF. */
+  void closeStdin() {
     try {
       process.getOutputStream().close();
     } catch (IOException ignored) {
       // the pipe is already broken: the process is gone or going
     }
-    process.destroy();
-    gateway.shutdown();
   }
 
   static String stderrTail(Path dir) {
