@@ -68,7 +68,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="input, checkpoint and output live here; reuse it to resume (default: %(default)s)")
     p.add_argument("--batches", type=int, default=8, help="micro-batches (input files) to add this run")
     p.add_argument("--rows-per-batch", type=int, default=5000, help="events per micro-batch")
-    p.add_argument("--provider", choices=[p for p in PROVIDERS], default="sparkstate",
+    p.add_argument("--provider", choices=list(PROVIDERS), default="sparkstate",
                    help="state store provider (default: %(default)s); fixed once the checkpoint exists")
     p.add_argument("--backend", default=None, help="sparkstate backend setting (passed through)")
     p.add_argument("--view", choices=("sessions", "pages"), default="sessions",
@@ -86,18 +86,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def check_run_file(workdir: str, args: argparse.Namespace) -> None:
     """Refuse to resume a checkpoint with another provider or view: Spark would silently keep the old one."""
     path = os.path.join(workdir, RUN_FILE)
-    wanted = {"provider": args.provider, "view": args.view}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as fh:
-            recorded = json.load(fh)
-        for key, value in wanted.items():
-            if recorded.get(key) != value:
-                raise SystemExit(
-                    f"{workdir} holds a checkpoint made with --{key} {recorded.get(key)}; Spark pins the "
-                    f"state layout in the checkpoint, so use --{key} {recorded.get(key)} or a new --workdir.")
-    else:
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as fh:
+        recorded = json.load(fh)
+    for key in ("provider", "view"):
+        if recorded.get(key) != getattr(args, key):
+            raise SystemExit(
+                f"{workdir} holds a checkpoint made with --{key} {recorded.get(key)}; Spark pins the "
+                f"state layout in the checkpoint, so use --{key} {recorded.get(key)} or a new --workdir.")
+
+
+def record_run_file(workdir: str, args: argparse.Namespace) -> None:
+    path = os.path.join(workdir, RUN_FILE)
+    if not os.path.exists(path):
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump(wanted, fh)
+            json.dump({"provider": args.provider, "view": args.view}, fh)
 
 
 def build_query(spark, input_dir: str, view: str):
@@ -142,9 +146,9 @@ class ProgressPrinter:
               flush=True)
         for op in b.operators:
             ours = op.ours
-            if ours:
-                shown = ", ".join(f"{k}={v}" for k, v in sorted(ours.items()))
-                print(f"{'':>6}{op.name}: {shown}", flush=True)
+            if ours:  # our provider's custom metrics; zeros left out to keep the line short
+                shown = " ".join(f"{k[len('sparkstate'):]}={v}" for k, v in sorted(ours.items()) if v)
+                print(f"{'':>6}{op.name} sparkstate: {shown or 'all 0'}", flush=True)
 
 
 def attach_listener(spark, printer: ProgressPrinter) -> object:
@@ -169,6 +173,8 @@ def attach_listener(spark, printer: ProgressPrinter) -> object:
 
 
 def summarize(spark, args, chunk, printer: ProgressPrinter, output_dir: str, elapsed: float) -> None:
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
     batches = printer.batches
     data_batches = [b for b in batches if b.input_rows > 0]
     print()
@@ -193,14 +199,14 @@ def summarize(spark, args, chunk, printer: ProgressPrinter, output_dir: str, ela
         out = spark.read.parquet(output_dir)
         print(f"output rows (total): {out.count()} in {output_dir}")
         if args.view == "sessions":
-            from pyspark.sql import functions as F  # noqa: PLC0415
             print("top users by closed sessions:")
             (out.groupBy("user")
                 .agg(F.count("*").alias("sessions"), F.sum("clicks").alias("clicks"),
                      F.sum("checkouts").alias("checkouts"))
                 .orderBy(F.desc("sessions"), "user").show(5, truncate=False))
         else:
-            out.orderBy(F.desc("count")).show(5, truncate=False)
+            print("busiest page-minutes:")
+            out.orderBy(F.desc("count"), "minute", "page").show(5, truncate=False)
     else:
         print("output             : nothing emitted yet (windows close once the watermark passes them)")
 
@@ -214,11 +220,6 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(workdir, exist_ok=True)
     check_run_file(workdir, args)
 
-    chunk = clickstream.generate(workdir, input_dir, args.batches, args.rows_per_batch)
-    resumed = os.path.isdir(os.path.join(checkpoint, "commits"))
-    print(f"workdir {workdir}: {'resuming from checkpoint' if resumed else 'new checkpoint'}; "
-          f"added {len(chunk.files)} input files x {args.rows_per_batch} events")
-
     conf = {}
     for path in args.conf_file or []:
         conf.update(read_conf_file(path))
@@ -229,6 +230,12 @@ def main(argv: list[str] | None = None) -> int:
     except ProviderUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    record_run_file(workdir, args)
+
+    chunk = clickstream.generate(workdir, input_dir, args.batches, args.rows_per_batch)
+    resumed = os.path.isdir(os.path.join(checkpoint, "commits"))
+    print(f"workdir {workdir}: {'resuming from checkpoint' if resumed else 'new checkpoint'}; "
+          f"added {len(chunk.files)} input files x {args.rows_per_batch} events")
     print(f"provider: {spark.conf.get('spark.sql.streaming.stateStore.providerClass')}")
 
     printer = ProgressPrinter()

@@ -180,11 +180,11 @@ class ProbeDuringRun:
         self._thread.join()
 
 
-def run_provider(provider: str, args: argparse.Namespace, data_dir: str) -> dict:
+def run_provider(provider: str, args: argparse.Namespace, data_dir: str, tag: str = "") -> dict:
     ckpt = os.path.join(args.workdir, "checkpoints", provider)
     shutil.rmtree(ckpt, ignore_errors=True)
-    result_path = os.path.join(args.workdir, f"result-{provider}.json")
-    log_path = os.path.join(args.workdir, f"log-{provider}.txt")
+    result_path = os.path.join(args.workdir, f"result-{provider}{tag}.json")
+    log_path = os.path.join(args.workdir, f"log-{provider}{tag}.txt")
     if os.path.exists(result_path):
         os.remove(result_path)
     cmd = [sys.executable, os.path.abspath(__file__), "--run-one", provider, "--data", data_dir,
@@ -217,6 +217,31 @@ def run_provider(provider: str, args: argparse.Namespace, data_dir: str) -> dict
     if not args.keep:
         shutil.rmtree(ckpt, ignore_errors=True)
     return outcome
+
+
+MEDIAN_FIELDS = ("rows_per_s", "rows_per_s_all", "batch0_ms", "median_batch_ms", "median_commit_ms",
+                 "checkpoint_state_bytes", "state_memory_bytes", "wall_s", "latency_during_us",
+                 "latency_before_us")
+
+
+def combine_rounds(outcomes: list[dict]) -> dict:
+    """One row per provider: the median of each number over its successful rounds; all rounds kept."""
+    if len(outcomes) == 1:
+        return outcomes[0]
+    ok = [o for o in outcomes if o["status"] == "ok"]
+    if not ok:
+        return {**outcomes[-1], "rounds": outcomes}
+    combined = {**ok[-1], "rounds": outcomes,
+                "status": "ok" if len(ok) == len(outcomes) else f"ok in {len(ok)}/{len(outcomes)} rounds"}
+    for key in MEDIAN_FIELDS:
+        values = [o[key] for o in ok if o.get(key) is not None]
+        combined[key] = median(values) if values else None
+    combined.pop("per_batch", None)   # per round, under "rounds"
+    return combined
+
+
+def succeeded(result: dict) -> bool:
+    return result["status"].startswith("ok")
 
 
 def tail(path: str, lines: int) -> str:
@@ -257,18 +282,18 @@ RATIO_FIELDS = (("rows_per_s", "throughput"), ("median_batch_ms", "median batch"
 
 def ratio_table(results: list[dict], baseline: str) -> str:
     """`baseline ÷ other` for each metric: >1 means the baseline has more of it (better only for rows/s)."""
-    base = next((r for r in results if r["provider"] == baseline and r["status"] == "ok"), None)
+    base = next((r for r in results if r["provider"] == baseline and succeeded(r)), None)
     if base is None:
         return f"(no ratios: baseline '{baseline}' did not run successfully)"
     rows = [f"| {baseline} ÷ … | " + " | ".join(label for _, label in RATIO_FIELDS) + " |",
             "|---|" + "---:|" * len(RATIO_FIELDS)]
     for other in results:
-        if other is base or other["status"] != "ok":
+        if other is base or not succeeded(other):
             continue
         cells = []
         for key, _ in RATIO_FIELDS:
             a, b = base.get(key), other.get(key)
-            cells.append(f"{a / b:.2f}x" if a is not None and b else "-")
+            cells.append(f"{a / b:.2f}x" if a and b else "-")   # 0 = not reported by the provider
         rows.append(f"| {other['provider']} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -290,6 +315,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="provider the ratios are computed for (default sparkstate; hdfs if it did not run)")
     p.add_argument("--backend", help="sparkstate backend setting (passed through)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark conf for every provider")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run every provider this many times (order rotated each round) and report medians")
     p.add_argument("--workdir", help="input data, checkpoints and logs (default: a new temp dir)")
     p.add_argument("--keep", action="store_true", help="keep each provider's checkpoint after its run")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per provider before giving up")
@@ -305,6 +332,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if getattr(args, key) is None:
             setattr(args, key, value)
     args.provider_list = [x.strip() for x in args.providers.split(",") if x.strip()]
+    if args.rounds < 1:
+        p.error("--rounds must be >= 1")
     unknown = [x for x in args.provider_list if x not in PROVIDERS]
     if unknown:
         p.error(f"unknown provider(s) {unknown}; expected {', '.join(PROVIDERS)}")
@@ -332,20 +361,35 @@ def main(argv: list[str] | None = None) -> int:
     print(f"input ready in {time.monotonic() - t0:.1f} s", flush=True)
 
     started = dt.datetime.now(dt.timezone.utc)
-    results = [run_provider(provider, args, data_dir) for provider in args.provider_list]
+    rounds: dict[str, list[dict]] = {p: [] for p in args.provider_list}
+    for r in range(args.rounds):
+        # Rotate the order each round so no provider always runs first (load on a shared VM drifts).
+        order = args.provider_list[r % len(args.provider_list):] + args.provider_list[:r % len(args.provider_list)]
+        if args.rounds > 1:
+            print(f"-- round {r + 1}/{args.rounds}: {', '.join(order)}", flush=True)
+        for provider in order:
+            tag = f"-round{r + 1}" if args.rounds > 1 else ""
+            rounds[provider].append(run_provider(provider, args, data_dir, tag))
+    results = [combine_rounds(rounds[p]) for p in args.provider_list]
     baseline = args.baseline
-    if not any(r["provider"] == baseline and r["status"] == "ok" for r in results):
-        fallback = "hdfs" if any(r["provider"] == "hdfs" and r["status"] == "ok" for r in results) else None
+    if not any(r["provider"] == baseline and succeeded(r) for r in results):
+        fallback = "hdfs" if any(r["provider"] == "hdfs" and succeeded(r) for r in results) else None
         if fallback and fallback != baseline:
             print(f"\nbaseline {baseline!r} has no result; ratios are computed for {fallback!r} instead")
             baseline = fallback
     after = latency_probe.probe()
+    state_rows = {r["provider"]: r.get("state_rows") for r in results if succeeded(r)}
+    if len(set(state_rows.values())) > 1:
+        print(f"\nWARNING: providers disagree on state rows {state_rows} (same input, so they should not; "
+              "0 can also mean the provider does not report numRowsTotal)")
 
     print("\n" + markdown_table(results))
     print("\nratios (" + baseline + " ÷ other; throughput >1 = faster, the other columns >1 = more):\n")
     print(ratio_table(results, baseline))
-    print(f"\nlatency mode: before each run {[r['latency_mode_before'] for r in results]}, "
-          f"during runs p50 {[round(r['latency_during_us'], 1) if r['latency_during_us'] else None for r in results]} us, "
+    before = {r["provider"]: r.get("latency_mode_before") for r in results}
+    during = {r["provider"]: round(r["latency_during_us"], 1) if r.get("latency_during_us") else None
+              for r in results}
+    print(f"\nlatency mode: before runs {before}; UDS ping p50 during runs (us) {during}; "
           f"after: {after.describe()}; load average {os.getloadavg()[0]:.2f}")
 
     report = {
@@ -354,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version(), "loadavg_end": os.getloadavg()},
         "params": {k: getattr(args, k) for k in ("batches", "rows_per_batch", "keys", "shuffle_partitions",
-                                                  "master", "driver_memory", "backend", "conf")},
+                                                  "master", "driver_memory", "backend", "conf", "rounds")},
         "latency_after": {"p50_us": after.p50_us, "mode": after.mode},
         "baseline": baseline,
         "results": results,
