@@ -147,7 +147,7 @@ class Store:
 
     def __init__(self, spec: StoreSpec, local_root: str | None = None, *, fileio: FileIO | None = None) -> None:
         self.spec = spec
-        root = local_root or spec.settings.local_dir or os.path.join(tempfile.gettempdir(), "sparkstate")
+        root = local_root or spec.settings.local_dir or os.path.join(tempfile.gettempdir(), f"sparkstate-local-{os.getuid()}")
         self._layout = InstanceLayout(os.path.join(root, safe_name(spec.instance_id)))
         self._file_manager = CheckpointFileManager(spec.checkpoint_location, fileio)
         self._ctx = BackendContext(settings=spec.settings, layout=self._layout, file_manager=self._file_manager,

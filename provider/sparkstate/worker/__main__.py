@@ -15,12 +15,17 @@ import sys
 import threading
 
 
-def _exit_when_parent_goes(stdin_fd: int) -> None:
+def _exit_when_parent_goes(stdin_fd: int, on_exit: "list") -> None:
     try:
         while os.read(stdin_fd, 4096):
             pass
     except OSError:
         pass
+    for action in on_exit:  # best effort: drop local working copies; the checkpoint is the durable copy
+        try:
+            action()
+        except Exception:
+            pass
     os._exit(0)
 
 
@@ -39,7 +44,8 @@ def main() -> None:
     worker_id = _required_env("SPARKSTATE_WORKER_ID")
     socket_dir = _required_env("SPARKSTATE_SOCKET_DIR")
 
-    threading.Thread(target=_exit_when_parent_goes, args=(sys.stdin.fileno(),),
+    on_exit: list = []
+    threading.Thread(target=_exit_when_parent_goes, args=(sys.stdin.fileno(), on_exit),
                      name="sparkstate-parent-watch", daemon=True).start()
 
     # Imported after the watcher so a slow import never outlives the JVM.
@@ -50,6 +56,7 @@ def main() -> None:
     from .registry import StoreRegistry
 
     registry = StoreRegistry()
+    on_exit.append(registry.close_all)
     socket_path = os.path.join(socket_dir, "data.sock")
     server = DataServer(socket_path, registry.get)
     server.start()
@@ -67,11 +74,7 @@ def main() -> None:
     control = WorkerControl(registry, on_shutdown=stop.set)
     gateway.entry_point.register(worker_id, control, socket_path, os.getpid())
     stop.wait()
-    for store in registry.all():
-        try:
-            store.release()
-        except Exception:
-            pass
+    registry.close_all()
     os._exit(0)
 
 

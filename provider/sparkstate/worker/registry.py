@@ -38,3 +38,13 @@ class StoreRegistry:
     def all(self) -> list[Store]:
         with self._lock:
             return list(self._stores.values())
+
+    def close_all(self) -> None:
+        """Close every store and delete its local files: the worker is going away with its JVM."""
+        with self._lock:
+            stores, self._stores = list(self._stores.values()), {}
+        for store in stores:
+            try:
+                store.close()
+            except Exception:
+                pass
