@@ -357,8 +357,13 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
    * both name the store and carry the original message.
    */
   RuntimeException failure(String action, long version, WorkerProcess worker, RuntimeException e) {
-    if (e instanceof WorkerFailedException || e instanceof PythonStoreException) {
+    if (e instanceof PythonStoreException) {
       return e;
+    }
+    if (e instanceof WorkerFailedException) { // raised below the store (pool, channel): add the store's name
+      String msg = String.valueOf(e.getMessage());
+      return msg.startsWith("sparkstate store [") ? e
+          : new WorkerFailedException(describe(version) + ": cannot " + action + ": " + msg, e);
     }
     boolean transport = e instanceof py4j.Py4JNetworkException
         || (e instanceof DataChannelException && ((DataChannelException) e).isTransportFailure());
