@@ -51,7 +51,7 @@ if not __package__:
     _bootstrap_package()
 
 from sparkstate_jobs import clickstream  # noqa: E402
-from sparkstate_jobs.progress import BatchStats, human_bytes  # noqa: E402
+from sparkstate_jobs.progress import BatchStats, human_bytes, median  # noqa: E402
 from sparkstate_jobs.session import (PROVIDERS, ProviderUnavailable, new_session,  # noqa: E402
                                      parse_conf_pairs, read_conf_file)
 
@@ -183,10 +183,11 @@ def summarize(spark, args, chunk, printer: ProgressPrinter, output_dir: str, ela
           f"({chunk.duplicates} re-delivered, {chunk.late} late)")
     print(f"micro-batches      : {len(batches)} ({len(data_batches)} with data), wall time {elapsed:.1f} s")
     if data_batches:
-        times = sorted(b.duration_ms for b in data_batches)
-        commits = sorted(b.commit_ms for b in data_batches)
-        print(f"batch duration     : median {times[len(times) // 2]} ms, max {times[-1]} ms; "
-              f"commit median {commits[len(commits) // 2]} ms")
+        # The first batch of every run pays for JVM warm-up and loading the state; leave it out.
+        steady = data_batches[1:] or data_batches
+        print(f"batch duration     : median {median([b.duration_ms for b in steady]):.0f} ms, first batch "
+              f"{data_batches[0].duration_ms} ms; commit median {median([b.commit_ms for b in steady]):.0f} ms "
+              f"(summed over tasks)")
     if batches:
         last = batches[-1]
         late = sum(op.rows_dropped_by_watermark for b in batches for op in b.operators)
