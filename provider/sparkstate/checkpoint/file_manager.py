@@ -199,8 +199,10 @@ class CheckpointFileManager:
             size, crc = file_crc32(tmp)
             if size != ref.size or crc != ref.crc32:
                 raise CorruptCheckpointError(
-                    f"checkpoint file {remote_path} of version {version} is corrupt: size {size} crc32 {crc:08x}, "
-                    f"manifest says size {ref.size} crc32 {ref.crc32:08x}")
+                    f"checkpoint file {remote_path} of version {version} is corrupt (checksum mismatch): "
+                    f"size {size} crc32 {crc:08x}, manifest says size {ref.size} crc32 {ref.crc32:08x}. "
+                    "The file was damaged after it was written; restore it from a backup, or restart the "
+                    "query from a new checkpoint")
             os.replace(tmp, target)
         finally:
             if os.path.exists(tmp):

@@ -1,0 +1,128 @@
+"""Bad input gets a clear error that says what to fix, and never loads wrong state.
+
+Each corruption test also repairs the damage and finishes the query, comparing with the batch result:
+the failed attempt must not have lost or changed any committed state.
+"""
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+from pyspark.sql import functions as F
+
+from conftest import selected_provider
+from datagen import EVENT_SCHEMA, random_events
+from spark_harness import BatchCollector, InputDir, assert_same_rows, run_available_now
+
+pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's own errors")
+
+PREFIX = "spark.sql.streaming.stateStore.sparkstate."
+
+
+class AggregationCase:
+    def __init__(self, spark, tmp_path, seed):
+        self.spark = spark
+        self.source = InputDir(spark, str(tmp_path / "in"), EVENT_SCHEMA)
+        self.checkpoint = str(tmp_path / "ckpt")
+        self.files = random_events(seed=seed, n_files=4, per_file=40, n_keys=10)
+        self.sink = BatchCollector()
+
+    def writer(self):
+        agg = self.source.stream().groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("total"))
+        return self.sink.attach(agg.writeStream.outputMode("update"))
+
+    def run(self):
+        return run_available_now(self.writer(), self.checkpoint)
+
+    def failure_of_run(self) -> str:
+        # awaitTermination raises StreamingQueryException, or the harness reports query.exception()
+        with pytest.raises(Exception) as err:
+            self.run()
+        return str(err.value)
+
+    def assert_matches_batch(self):
+        expected = self.source.batch().groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("total"))
+        assert_same_rows(self.sink.updated(["k"]), expected.collect(), min_rows=10)
+
+    def store_dirs(self):
+        return sorted(glob.glob(os.path.join(self.checkpoint, "state", "0", "*", "sparkstate")))
+
+
+@pytest.fixture()
+def session_conf(spark):
+    """Set session confs for one test and always unset them (the session is shared by the module)."""
+    keys = []
+
+    def set_conf(key, value):
+        keys.append(key)
+        spark.conf.set(key, value)
+
+    yield set_conf
+    for key in keys:
+        spark.conf.unset(key)
+
+
+def test_configure_rejects_an_unknown_backend_on_the_driver():
+    import sparkstate
+    from pyspark.sql import SparkSession
+    from sparkstate.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"backend.*expected rocksdb"):
+        sparkstate.configure(SparkSession.builder, backend="cassandra")
+
+
+def test_unknown_backend_set_at_runtime_fails_the_query_naming_the_key(spark, tmp_path, session_conf):
+    case = AggregationCase(spark, tmp_path, seed=31)
+    case.source.add_all(case.files)
+    session_conf(PREFIX + "backend", "cassandra")
+    message = case.failure_of_run()
+    assert PREFIX + "backend" in message and "'cassandra'" in message and "rocksdb" in message
+
+
+def test_unusable_python_executable_names_the_interpreter(spark, tmp_path, session_conf):
+    case = AggregationCase(spark, tmp_path, seed=32)
+    case.source.add_all(case.files)
+    session_conf(PREFIX + "pythonExec", "/nonexistent/bin/python3")
+    message = case.failure_of_run()
+    assert "/nonexistent/bin/python3" in message and "pythonExec" in message
+
+
+def test_corrupted_sst_file_is_detected_and_nothing_wrong_is_loaded(spark, tmp_path):
+    case = AggregationCase(spark, tmp_path, seed=33)
+    case.source.add_all(case.files[:2])
+    case.run()
+    sst = sorted(glob.glob(os.path.join(case.store_dirs()[0], "files", "*.sst")))[-1]
+    with open(sst, "rb") as f:
+        original = f.read()
+    damaged = bytearray(original)
+    damaged[len(damaged) // 2] ^= 0xFF
+    with open(sst, "wb") as f:
+        f.write(bytes(damaged))
+
+    case.source.add_all(case.files[2:])
+    message = case.failure_of_run()
+    assert os.path.basename(sst) in message and "checksum" in message.lower()
+
+    with open(sst, "wb") as f:  # repair: the committed state must still be complete and correct
+        f.write(original)
+    case.run()
+    case.assert_matches_batch()
+
+
+def test_deleted_manifest_fails_naming_the_version(spark, tmp_path):
+    case = AggregationCase(spark, tmp_path, seed=34)
+    case.source.add_all(case.files[:2])
+    case.run()
+    manifests = glob.glob(os.path.join(case.store_dirs()[1], "manifests", "*.manifest"))
+    latest = max(manifests, key=lambda p: int(os.path.basename(p).split(".")[0]))
+    version = os.path.basename(latest).split(".")[0]
+    os.rename(latest, latest + ".moved")
+
+    case.source.add_all(case.files[2:])
+    message = case.failure_of_run()
+    assert f"version {version}" in message and "manifest" in message
+
+    os.rename(latest + ".moved", latest)
+    case.run()
+    case.assert_matches_batch()
