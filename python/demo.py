@@ -194,8 +194,12 @@ def summarize(spark, args, chunk, printer: ProgressPrinter, output_dir: str, ela
         for op in last.operators:
             print(f"state {op.name:<13}: {op.rows_total} rows, {human_bytes(op.memory_bytes)}")
         print(f"late rows dropped  : {late}")
-        ours = {k: v for op in last.operators for k, v in op.ours.items()}
-        print(f"sparkstate metrics : {ours if ours else '(none reported: not our provider, or none yet)'}")
+        if not any(op.ours for op in last.operators):
+            print("sparkstate metrics : (none reported: not our provider)")
+        for op in last.operators:
+            if op.ours:
+                shown = " ".join(f"{k[len('sparkstate'):]}={v}" for k, v in sorted(op.ours.items()))
+                print(f"sparkstate {op.name:<8}: {shown}")
     if os.path.isdir(output_dir) and any(not n.startswith(("_", ".")) for n in os.listdir(output_dir)):
         out = spark.read.parquet(output_dir)
         print(f"output rows (total): {out.count()} in {output_dir}")
