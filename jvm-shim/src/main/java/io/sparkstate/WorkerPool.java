@@ -59,7 +59,13 @@ final class WorkerPool {
 
   private WorkerProcess acquire(ShimSettings settings, WorkerProcess preferred) {
     synchronized (this) {
-      workers.removeIf(w -> !w.isAlive() && !busy.contains(w));
+      workers.removeIf(w -> {
+        boolean gone = !w.isAlive() && !busy.contains(w);
+        if (gone) {
+          w.kill(); // stops its gateway and removes its private directory
+        }
+        return gone;
+      });
       if (preferred != null && isIdleMatch(preferred, settings)) {
         busy.add(preferred);
         return preferred;
@@ -94,6 +100,7 @@ final class WorkerPool {
     busy.remove(worker);
     if (!worker.isAlive()) {
       workers.remove(worker);
+      worker.kill(); // stops its gateway and removes its private directory
     }
   }
 

@@ -94,6 +94,7 @@ final class WorkerProcess {
         process.destroyForcibly();
       }
       gateway.shutdown();
+      deletePrivateDir(dir); // the exception already holds the stderr tail
       throw e;
     }
   }
@@ -268,6 +269,22 @@ final class WorkerProcess {
     }
     process.destroy();
     gateway.shutdown();
+    deletePrivateDir(dir);
+  }
+
+  /**
+   * Removes the worker's private directory (socket, stderr log). Called once the worker is gone and any
+   * error about it has already copied the stderr tail into its message, so nothing is lost.
+   */
+  static void deletePrivateDir(Path dir) {
+    if (dir == null) {
+      return;
+    }
+    try (java.util.stream.Stream<Path> paths = Files.walk(dir)) {
+      paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    } catch (IOException | RuntimeException ignored) {
+      // best effort: a leftover temp directory is harmless
+    }
   }
 
   /** Closing stdin is the polite stop: the worker exits on EOF. */
