@@ -71,9 +71,9 @@ def _per_key_stats(df: DataFrame) -> DataFrame:
 
 def test_aggregation_update_mode(spark, tmp_path):
     case = Case(spark, tmp_path)
-    files = random_events(seed=1, n_files=6, per_file=40, n_keys=12)
+    files = random_events(seed=1, n_files=4, per_file=50, n_keys=12)
     sink = BatchCollector()
-    _two_phases(case, files, 3, lambda: sink.attach(
+    _two_phases(case, files, 2, lambda: sink.attach(
         _per_key_stats(case.source.stream()).writeStream.outputMode("update")))
     assert_same_rows(sink.updated(["k"]), _per_key_stats(case.source.batch()).collect(), min_rows=12)
 
@@ -94,7 +94,7 @@ def test_aggregation_complete_mode(spark, tmp_path):
 
 def test_windowed_count_append_mode_with_watermark(spark, tmp_path):
     case = Case(spark, tmp_path)
-    files = random_events(seed=3, n_files=6, per_file=30, n_keys=4)
+    files = random_events(seed=3, n_files=5, per_file=30, n_keys=4)
     files.append([advance_row(len(files))])
 
     def query(df):
@@ -187,7 +187,7 @@ def _join_inputs(seed: int, n_files: int):
     """Left events and right events sharing ids; a right row matches if within +-5 s of its left row."""
     rng = random.Random(seed)
     left, right = [], []
-    for n in range(n_files * 12):
+    for n in range(n_files * 18):
         t = BASE + rng.randrange(BUCKET * n_files)
         left.append({"id": f"u{n}", "v": n, "t": t})
         kind = rng.random()
@@ -195,7 +195,7 @@ def _join_inputs(seed: int, n_files: int):
             [rng.randint(-4, 4), rng.choice([-8, -6, 4, 6, 9])]
         for i, d in enumerate(offsets):
             right.append({"id": f"u{n}", "v": 1000 * n + i, "t": max(t + d, BASE)})
-    for n in range(n_files * 3):  # right rows without a left partner
+    for n in range(n_files * 4):  # right rows without a left partner
         right.append({"id": f"r{n}", "v": -n, "t": BASE + rng.randrange(BUCKET * n_files)})
     return into_files(left, n_files), into_files(right, n_files)
 
@@ -213,7 +213,7 @@ def _join(left: DataFrame, right: DataFrame, how: str, streaming: bool) -> DataF
 
 
 def _run_join(spark, tmp_path, how: str, seed: int):
-    n_files = 6
+    n_files = 4
     left_files, right_files = _join_inputs(seed, n_files)
     left_files.append([advance_row(n_files, "adv-left")])
     right_files.append([advance_row(n_files, "adv-right")])
@@ -226,7 +226,7 @@ def _run_join(spark, tmp_path, how: str, seed: int):
                   .outputMode("append").format("parquet").option("path", output))
         run_available_now(writer, checkpoint)
 
-    split = 3
+    split = 2
     left.add_all(left_files[:split])
     right.add_all(right_files[:split])
     run()
@@ -266,7 +266,7 @@ def test_session_window_append_mode(spark, tmp_path):
     case = Case(spark, tmp_path)
     # ~1 event per 10 s per key with a 5 s gap: a mix of single-event and multi-event sessions,
     # some spanning files (and the restart).
-    files = random_events(seed=9, n_files=8, per_file=8, n_keys=4)
+    files = random_events(seed=9, n_files=6, per_file=10, n_keys=4)
     files.append([advance_row(len(files))])
 
     def query(df):
@@ -275,7 +275,7 @@ def test_session_window_append_mode(spark, tmp_path):
                 .agg(F.count("*").alias("n"), F.sum("v").alias("total"), F.collect_list("id").alias("ids")))
 
     sink = BatchCollector()
-    _two_phases(case, files, 4, lambda: sink.attach(
+    _two_phases(case, files, 3, lambda: sink.attach(
         query(case.source.stream()).withColumn("ids", F.array_sort("ids"))
         .writeStream.outputMode("append")))
 
