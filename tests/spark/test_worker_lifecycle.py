@@ -1,0 +1,77 @@
+"""Store workers never outlive their JVM, even when it is killed with SIGKILL."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import selected_provider
+
+pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's worker processes")
+
+DRIVER = textwrap.dedent("""
+    import os, sys, time
+    import sparkstate
+    from pyspark.sql import SparkSession, functions as F
+    spark = sparkstate.configure(SparkSession.builder.master("local[2]")
+                                 .config("spark.ui.enabled", "false")
+                                 .config("spark.sql.shuffle.partitions", "2")).getOrCreate()
+    os.makedirs(sys.argv[1] + "/in")
+    with open(sys.argv[1] + "/in/0.json", "w") as f:
+        f.write("\\n".join('{"k": %d}' % (i % 5) for i in range(50)))
+    q = (spark.readStream.schema("k long").json(sys.argv[1] + "/in").groupBy("k").count()
+         .writeStream.outputMode("update").format("noop")
+         .option("checkpointLocation", sys.argv[1] + "/ckpt").trigger(availableNow=True).start())
+    q.awaitTermination()
+    jvm = spark.sparkContext._jvm.ProcessHandle.current().pid()
+    print("JVM", jvm, flush=True)
+    time.sleep(600)
+""")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except OSError:
+                pass
+    return out
+
+
+def _is_worker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"sparkstate.worker" in f.read()
+    except OSError:
+        return False
+
+
+def test_workers_exit_when_their_jvm_is_killed(tmp_path):
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    try:
+        jvm = None
+        for line in driver.stdout:
+            if line.startswith("JVM "):
+                jvm = int(line.split()[1])
+                break
+        assert jvm, "the driver did not start a query"
+        workers = [p for p in _children(jvm) if _is_worker(p)]
+        assert workers, "no sparkstate worker was started"
+        os.kill(jvm, signal.SIGKILL)
+        deadline = time.time() + 20
+        while time.time() < deadline and any(_is_worker(p) for p in workers):
+            time.sleep(0.2)
+        assert not [p for p in workers if _is_worker(p)], "workers outlived their killed JVM"
+    finally:
+        driver.kill()
+        driver.wait()

@@ -1,0 +1,20 @@
+import importlib.util
+import os
+
+import pytest
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+
+def _backend():
+    spec = importlib.util.spec_from_file_location("sparkstate_build_backend", os.path.join(ROOT, "_build", "backend.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_missing_jdk_is_a_clear_build_error(monkeypatch, tmp_path):
+    backend = _backend()
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))  # no bin/javac there
+    with pytest.raises(backend.JdkMissingError, match=r"JDK 17.*javac.*openjdk-17-jdk-headless"):
+        backend.build_jar()
