@@ -92,6 +92,29 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("checkpoint.verifyLocalCache", "verify_local_cache", False, _bool,
                 "Re-verify checksums of files already in the local cache when restoring a version "
                 "(files are always verified when downloaded).", "true, false"),
+    Declaration("checkpoint.ioThreads", "io_threads", 4, _int_at_least(1),
+                "Files uploaded (commit) or downloaded (restore) in parallel per store.", "an integer >= 1"),
+    Declaration("stateLocation", "state_location", None, _text,
+                "Where state files go instead of the query's checkpointLocation, e.g. s3://bucket/prefix "
+                "(one location per query, like checkpointLocation); stores keep the <op>/<part>[/<store>] "
+                "layout below it.", "a path, file: or s3:// / s3a:// URI"),
+    Declaration("s3.endpoint", "s3_endpoint", None, _text,
+                "S3 endpoint URL (S3-compatible servers). Unset: fs.s3a.endpoint, else AWS.", "a URL"),
+    Declaration("s3.region", "s3_region", None, _text,
+                "S3 region. Unset: fs.s3a.endpoint.region, else boto3's default.", "a region name"),
+    Declaration("s3.pathStyleAccess", "s3_path_style", None, _bool,
+                "Path-style bucket addressing. Unset: fs.s3a.path.style.access, else boto3's default.",
+                "true, false"),
+    Declaration("s3.maxAttempts", "s3_max_attempts", 6, _int_at_least(1),
+                "Attempts per S3 request (retries with backoff on throttling, 5xx, timeouts).",
+                "an integer >= 1"),
+    Declaration("s3.retryMode", "s3_retry_mode", "standard", _choice("standard", "adaptive"),
+                "botocore retry mode; adaptive adds client-side rate limiting under throttling.",
+                "standard, adaptive"),
+    Declaration("s3.connectTimeoutMs", "s3_connect_timeout_ms", 5000, _int_at_least(100),
+                "S3 connect timeout per attempt.", "an integer >= 100"),
+    Declaration("s3.readTimeoutMs", "s3_read_timeout_ms", 30000, _int_at_least(100),
+                "S3 read timeout per attempt.", "an integer >= 100"),
 )
 
 _BY_KEY = {d.key.lower(): d for d in DECLARATIONS}
@@ -109,6 +132,15 @@ class Settings:
     rocksdb_bloom_bits: int = 10
     rocksdb_compression: str = "lz4"
     verify_local_cache: bool = False
+    io_threads: int = 4
+    state_location: str | None = None
+    s3_endpoint: str | None = None
+    s3_region: str | None = None
+    s3_path_style: bool | None = None
+    s3_max_attempts: int = 6
+    s3_retry_mode: str = "standard"
+    s3_connect_timeout_ms: int = 5000
+    s3_read_timeout_ms: int = 30000
 
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> "Settings":

@@ -26,6 +26,11 @@ class CorruptCheckpointError(CheckpointError):
     """A checkpoint file does not match what its manifest says (size or checksum), or cannot be parsed."""
 
 
+class StorageError(CheckpointError):
+    """The storage system (e.g. S3) failed an operation after retries; the message names the operation
+    and the object, never credentials."""
+
+
 class StoreStateError(SparkstateError):
     """A store method was called in a lifecycle state that does not allow it."""
 

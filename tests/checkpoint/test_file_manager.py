@@ -18,7 +18,7 @@ def commit(fm: CheckpointFileManager, tmp_path, version: int, new_files: dict[st
     m = Manifest(version=version, backend="rocksdb", num_keys=version, writer_instance_id="w", query_run_id="q",
                  created_ms=0, shared_files=tuple(reuse) + tuple(up.refs),
                  private_files=(PrivateFile("CURRENT", b"MANIFEST-1\n"),))
-    fm.write_manifest(m, attempt)
+    fm.publish_manifest(m)
     return m
 
 
@@ -54,13 +54,19 @@ def test_fetch_verifies_size_and_crc(fm, tmp_path):
         fm.fetch_to_cache(ref, cold, 1)
 
 
-def test_recommit_overwrites_and_keeps_superseded_record(fm, tmp_path):
+def test_recommit_adopts_the_first_completed_attempt(fm, tmp_path):
     commit(fm, tmp_path, 1, {"a.sst": b"a"})
     first = commit(fm, tmp_path, 2, {"b.sst": b"b1"})
-    second = commit(fm, tmp_path, 2, {"b.sst": b"b2"})
-    assert fm.read_manifest(2) == second != first
-    names = fm.fileio.list(fm.manifests_dir)
-    assert any(n.startswith("2.superseded-") for n in names)
+    second = commit(fm, tmp_path, 2, {"b.sst": b"b2"})  # publish_manifest adopted `first`
+    assert fm.read_manifest(2) == first != second
+    fm.drop_cached([2])
+    assert fm.read_manifest(2) == first
+    again = fm.publish_manifest(first)  # the same bytes again (a lost response, retried): ours
+    assert again.manifest == first and not again.adopted
+    other = fm.publish_manifest(second)
+    assert other.adopted and other.manifest == first
+    assert fm.fileio.list(fm.manifests_dir) == ["1.manifest", "2.manifest"] or \
+        sorted(fm.fileio.list(fm.manifests_dir)) == ["1.manifest", "2.manifest"]
 
 
 def test_cleanup_keeps_newest_and_deletes_unreferenced(fm, tmp_path):
@@ -68,7 +74,12 @@ def test_cleanup_keeps_newest_and_deletes_unreferenced(fm, tmp_path):
     ms = {1: base}
     for v in range(2, 7):
         ms[v] = commit(fm, tmp_path, v, {f"f{v}.sst": b"x%d" % v}, reuse=base.shared_files)
-    commit(fm, tmp_path, 6, {"again.sst": b"again"}, reuse=base.shared_files)  # retried commit of 6
+    # a superseded record of 6, as older sparkstate versions wrote on re-commit: retention still frees it
+    legacy = commit(fm, tmp_path, 60, {"again.sst": b"again"}, reuse=base.shared_files)
+    fm.fileio.write_bytes_atomic(fm.fileio.join(fm.manifests_dir, "6.superseded-0000abcd"),
+                                 Manifest(**{**legacy.__dict__, "version": 6}).to_bytes())
+    fm.fileio.delete_many([fm.manifest_path(60)])
+    fm.drop_cached([60])
     result = fm.cleanup(3)
     assert result.versions_deleted == [1, 2, 3]
     assert fm.versions() == [4, 5, 6]
@@ -86,6 +97,7 @@ def test_cleanup_keeps_newest_and_deletes_unreferenced(fm, tmp_path):
     fm.cleanup(3)
     assert not any(n.startswith("6.") for n in fm.fileio.list(fm.manifests_dir))
     assert not any(r.startswith("6-") for r in fm.fileio.list(fm.files_dir))
+    assert legacy.shared_files[-1].remote not in fm.fileio.list(fm.files_dir)
     assert fm.cleanup(3).versions_deleted == []
 
 

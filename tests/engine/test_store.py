@@ -93,7 +93,9 @@ def test_incremental_commit_uploads_only_new_files(new_store):
     assert contents(fresh) == dict(kv(i) for i in range(1100))
 
 
-def test_retry_recommits_same_version(new_store):
+def test_retry_adopts_the_first_committed_attempt(new_store):
+    # Manifests are put-if-absent: a retried commit of an existing version adopts the durable one
+    # (the first completed attempt) and drops its own live copy, so no two writers disagree on v2.
     s = new_store()
     s.load(0)
     s.apply_batch([(b"k", b"v1")])
@@ -107,13 +109,14 @@ def test_retry_recommits_same_version(new_store):
     assert s.commit().version == 2
     fresh = new_store("inst-2")
     fresh.load(2)
-    assert contents(fresh) == {b"second": b"attempt"}
-    assert fresh.metrics().num_keys == 1
-    s.load(2)
+    assert contents(fresh) == {b"k": b"v1", b"first": b"attempt"}
+    assert fresh.metrics().num_keys == 2
+    assert s.load(2).source == "checkpoint"  # the live DB held the discarded attempt
+    assert contents(s) == {b"k": b"v1", b"first": b"attempt"}
     s.apply_batch([(b"third", b"x")])
     s.commit()
     fresh.load(3)
-    assert contents(fresh) == {b"second": b"attempt", b"third": b"x"}
+    assert contents(fresh) == {b"k": b"v1", b"first": b"attempt", b"third": b"x"}
 
 
 def test_abort_discards(new_store):
@@ -271,7 +274,7 @@ def test_two_instances_share_checkpoint(new_store, tmp_path):
 
 
 @pytest.mark.parametrize("verb,pattern", [("upload_file", "*/files/2-*"),
-                                          ("write_bytes_atomic", "*/manifests/2.manifest")])
+                                          ("create_exclusive", "*/manifests/2.manifest")])
 def test_failed_commit_leaves_previous_version_loadable(new_store, verb, pattern):
     io = FaultyFileIO()
     s = new_store(fileio=io)

@@ -72,7 +72,9 @@ class StoreModel(RuleBasedStateMachine):
     def commit(self):
         assert self.store.commit().version == self.version + 1
         self.version += 1
-        self.committed[self.version] = dict(self.current)
+        # A version is written once: re-committing one that exists (a retry after loading an older
+        # version) adopts the durable content, and the store restores it on the next load.
+        self.committed.setdefault(self.version, dict(self.current))
         self._load(self.version)
 
     @rule()

@@ -36,6 +36,14 @@ class FaultyFileIO(LocalFileIO):
         self._check("write_bytes_atomic", path)
         return super().write_bytes_atomic(path, data)
 
+    def create_exclusive(self, path, data):
+        self._check("create_exclusive", path)
+        return super().create_exclusive(path, data)
+
+    def list_info(self, prefix_dir, recursive=False):
+        self._check("list", prefix_dir)
+        return super().list_info(prefix_dir, recursive)
+
     def upload_file(self, local_path_, path):
         self._check("upload_file", path)
         return super().upload_file(local_path_, path)

@@ -11,8 +11,8 @@ def test_scheme_selection():
     assert isinstance(fileio_for("/tmp/x"), LocalFileIO)
     assert isinstance(fileio_for("file:/tmp/ckpt/state/0/1"), LocalFileIO)
     assert isinstance(fileio_for("file:///tmp/x"), LocalFileIO)
-    with pytest.raises(ConfigError, match="s3a"):
-        fileio_for("s3a://bucket/ckpt")
+    with pytest.raises(ConfigError, match="gs"):
+        fileio_for("gs://bucket/ckpt")
 
 
 @pytest.mark.parametrize("uri,path", [("file:/tmp/a b/c", "/tmp/a b/c"), ("file:///tmp/a", "/tmp/a"),

@@ -10,8 +10,9 @@ import re
 import threading
 import uuid
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence, TypeVar
 
 from ..errors import CheckpointError, CorruptCheckpointError, VersionNotFoundError
 from ..storage import FileIO, fileio_for
@@ -22,6 +23,8 @@ log = logging.getLogger(__name__)
 _MANIFEST_RE = re.compile(r"^(\d+)\.manifest$")
 _SUPERSEDED_RE = re.compile(r"^(\d+)\.superseded-[0-9a-f]+$")
 _CHUNK = 1 << 20
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 
 def file_crc32(path: str) -> tuple[int, int]:
@@ -43,6 +46,14 @@ def new_attempt_id() -> str:
 class UploadResult:
     refs: list[SharedFileRef]
     bytes_uploaded: int
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """What `publish_manifest` made durable: our manifest, or an earlier attempt's that we adopted."""
+
+    manifest: Manifest
+    adopted: bool  # True: another attempt committed this version first; ours was discarded
 
 
 @dataclass
@@ -70,20 +81,24 @@ class CheckpointFileManager:
     Invariants:
       1. A remote file name is never written twice: `<id>` is fresh per commit attempt, so a retried or
          concurrent commit of the same version cannot clobber files another manifest references.
-      2. A manifest is written after all files it references exist, with one atomic write; a version
-         exists iff its manifest does. A commit failing earlier leaves only unreferenced files behind.
+      2. A manifest is written after all files it references exist, with one atomic put-if-absent; a
+         version exists iff its manifest does, and its content never changes once written (first
+         completed attempt wins; a later attempt adopts it, see `publish_manifest`). A commit failing
+         earlier leaves only unreferenced files behind (removed by `sparkstate gc`).
       3. Every file in `cache/` matched its manifest's size and crc32 when it was downloaded.
       4. Retention deletes only files referenced by deleted manifests (or superseded records of deleted
          versions) and by no retained manifest; it never lists `files/`. Unreferenced leftovers of
-         failed commits are therefore never deleted (a leak, not a corruption).
+         failed commits are therefore never deleted here (a leak, not a corruption; `checkpoint.gc`
+         collects them offline with a grace period).
 
     Thread-safety: the parsed-manifest cache is guarded by `_lock`; no I/O happens under it, so a
     cleanup on a maintenance thread does not stall a commit on the task thread. Two provider instances
     may share the directory: deletes tolerate missing files and manifests vanishing mid-cleanup.
     """
 
-    def __init__(self, checkpoint_location: str, fileio: FileIO | None = None) -> None:
+    def __init__(self, checkpoint_location: str, fileio: FileIO | None = None, io_threads: int = 4) -> None:
         self.fileio = fileio if fileio is not None else fileio_for(checkpoint_location)
+        self.io_threads = max(1, io_threads)
         self.root = self.fileio.join(checkpoint_location, "sparkstate")
         self.manifests_dir = self.fileio.join(self.root, "manifests")
         self.files_dir = self.fileio.join(self.root, "files")
@@ -147,32 +162,74 @@ class CheckpointFileManager:
     # ---- commit ---------------------------------------------------------------------------------
     def upload_new_files(self, version: int, attempt_id: str, local_dir: str,
                          local_names: Sequence[str]) -> UploadResult:
-        """Upload files of a local directory under fresh remote names; returns their references."""
-        refs, total = [], 0
-        for local in local_names:
+        """Upload files of a local directory under fresh remote names, `io_threads` at a time; returns
+        their references once every upload has returned (i.e. is durable). Any failure propagates after
+        the other uploads finished, so nothing of this attempt is still being written afterwards."""
+
+        def one(local: str) -> SharedFileRef:
             src = os.path.join(local_dir, local)
             size, crc = file_crc32(src)
             remote = self.remote_name(version, attempt_id, local)
             self.fileio.upload_file(src, self.file_path(remote))
-            refs.append(SharedFileRef(remote=remote, local=local, size=size, crc32=crc))
-            total += size
-        return UploadResult(refs, total)
+            return SharedFileRef(remote=remote, local=local, size=size, crc32=crc)
 
-    def write_manifest(self, manifest: Manifest, attempt_id: str) -> None:
-        """Publish a version: must be called after its files are uploaded. Re-committing a version
-        replaces its manifest atomically; the old content is kept as a superseded record for retention."""
-        path = self.manifest_path(manifest.version)
+        refs = self._parallel(one, list(local_names))
+        return UploadResult(refs, sum(r.size for r in refs))
+
+    def _parallel(self, fn: Callable[[_T], _R], items: list[_T]) -> list[_R]:
+        """fn over items, up to `io_threads` at a time, results in order; waits for all, then raises the
+        first error (so no call is still running when the caller handles it)."""
+        if len(items) <= 1 or self.io_threads == 1:
+            return [fn(x) for x in items]
+        with ThreadPoolExecutor(max_workers=min(self.io_threads, len(items)),
+                                thread_name_prefix="sparkstate-io") as pool:
+            futures = [pool.submit(fn, x) for x in items]
+        errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            raise errors[0]
+        return [f.result() for f in futures]
+
+    def publish_manifest(self, manifest: Manifest) -> PublishResult:
+        """Publish a version; call it only after every file the manifest names is uploaded.
+
+        The manifest is created with put-if-absent, so two attempts can never both believe they
+        committed different contents for one version. If the version already exists:
+        - same bytes: our own earlier try (e.g. a response lost and retried) - success;
+        - other content: another attempt (a task retry or a restarted run re-committing the same batch)
+          completed first. Spark recomputes a version from the same input and the same previous
+          version, so its content is what ours would be; we adopt it (`adopted=True`). The caller must
+          drop its live copy and restore from the checkpoint on next load; our uploaded files become
+          orphans for `sparkstate gc`. An existing manifest that cannot be parsed is an error.
+        """
+        version = manifest.version
+        path = self.manifest_path(version)
         data = manifest.to_bytes()
-        try:
-            old = self.fileio.read_bytes(path)
-        except FileNotFoundError:
-            old = None
-        if old is not None and old != data:
-            self.fileio.write_bytes_atomic(
-                self.fileio.join(self.manifests_dir, f"{manifest.version}.superseded-{attempt_id}"), old)
-        self.fileio.write_bytes_atomic(path, data)
+        if self.fileio.create_exclusive(path, data):
+            durable, adopted = manifest, False
+        else:
+            try:
+                existing = self.fileio.read_bytes(path)
+            except FileNotFoundError:
+                # Removed between our attempt and the read (only retention of a far older version
+                # does that); refuse rather than guess.
+                raise CheckpointError(f"manifest {path} existed when committing version {version} but "
+                                      f"vanished before it could be read; retry the commit") from None
+            if existing == data:
+                durable, adopted = manifest, False
+            else:
+                durable, adopted = Manifest.from_bytes(existing, path), True
+                if durable.version != version or durable.backend != manifest.backend:
+                    raise CorruptCheckpointError(
+                        f"manifest {path} (version {durable.version}, backend {durable.backend}) conflicts "
+                        f"with the commit of version {version} (backend {manifest.backend})")
+                log.warning("version %d at %s was already committed by another attempt (writer %s, %d keys); "
+                            "adopting it and discarding this attempt (writer %s, %d keys)", version, self.root,
+                            durable.writer_instance_id, durable.num_keys, manifest.writer_instance_id,
+                            manifest.num_keys)
+                data = existing
         with self._lock:
-            self._cache[manifest.version] = (header_crc(data) or 0, len(data), manifest)
+            self._cache[version] = (header_crc(data) or 0, len(data), durable)
+        return PublishResult(durable, adopted)
 
     # ---- restore --------------------------------------------------------------------------------
     def fetch_to_cache(self, ref: SharedFileRef, cache_dir: str, version: int, verify_cached: bool = False) -> str:
@@ -208,6 +265,12 @@ class CheckpointFileManager:
             if os.path.exists(tmp):
                 os.remove(tmp)
         return target
+
+    def fetch_all(self, refs: Sequence[SharedFileRef], cache_dir: str, version: int,
+                  verify_cached: bool = False) -> dict[str, str]:
+        """`fetch_to_cache` for every ref, `io_threads` at a time: {local name: cached path}."""
+        paths = self._parallel(lambda r: self.fetch_to_cache(r, cache_dir, version, verify_cached), list(refs))
+        return {ref.local: p for ref, p in zip(refs, paths)}
 
     # ---- retention ------------------------------------------------------------------------------
     def cleanup(self, min_versions_to_retain: int) -> CleanupResult:

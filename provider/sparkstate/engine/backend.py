@@ -58,6 +58,9 @@ class SnapshotOutcome:
     files_reused: int
     bytes_uploaded: int
     flush_ms: int = 0  # part of the prepare phase spent flushing memtables (0 if not applicable)
+    # True when another attempt had already committed this version: `manifest` is that attempt's and
+    # the live backend does not hold it, so the store must restore on its next load.
+    adopted: bool = False
 
 
 @dataclass(frozen=True)

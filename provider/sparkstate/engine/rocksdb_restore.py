@@ -46,7 +46,7 @@ class IncrementalRestore:
     def run(self) -> RestoredDir:
         fm, layout, m = self.ctx.file_manager, self.ctx.layout, self.manifest
         verify = self.ctx.settings.verify_local_cache
-        cached = {ref.local: fm.fetch_to_cache(ref, layout.cache_dir, m.version, verify) for ref in m.shared_files}
+        cached = fm.fetch_all(m.shared_files, layout.cache_dir, m.version, verify)
         db_dir = layout.new_db_dir()
         try:
             for local, path in cached.items():

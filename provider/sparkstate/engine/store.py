@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..config import Settings
 from ..errors import ConfigError, StoreStateError, VersionNotFoundError
-from ..storage import FileIO
+from ..storage import FileIO, fileio_for
 from .backend import Backend, BackendContext, Cursor, builder_for, run_snapshot
 from .local_layout import InstanceLayout, safe_name
 
@@ -43,6 +43,8 @@ class StoreSpec:
     num_partitions: int
     min_versions_to_retain: int
     settings: Settings = field(default_factory=Settings)
+    # The Hadoop conf's `fs.s3a.*` entries (endpoint, credentials...). May hold secrets: never in repr.
+    hadoop_s3a: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     _FIELDS = (("checkpointLocation", "checkpoint_location", str), ("operatorId", "operator_id", int),
                ("partitionId", "partition_id", int), ("storeName", "store_name", str),
@@ -64,11 +66,32 @@ class StoreSpec:
             except (TypeError, ValueError):
                 raise ConfigError(f"store spec field '{key}' is not a valid {kind.__name__}: {doc[key]!r}") from None
         values["settings"] = Settings.parse({str(k): str(v) for k, v in (doc.get("settings") or {}).items()})
+        values["hadoop_s3a"] = {str(k): str(v) for k, v in (doc.get("hadoopS3a") or {}).items()}
         return cls(**values)
+
+    def state_location(self) -> str:
+        """Where this store's files live: Spark's store checkpoint location, or, with the `stateLocation`
+        setting, `<stateLocation>/<op>/<part>[/<storeName>]` (the same layout as below `<ckpt>/state`;
+        Spark omits the name of the `default` store and so do we)."""
+        base = self.settings.state_location
+        if not base:
+            return self.checkpoint_location
+        parts = [base.rstrip("/"), str(self.operator_id), str(self.partition_id)]
+        if self.store_name != "default":
+            parts.append(self.store_name)
+        return "/".join(parts)
 
     def describe(self) -> str:
         return (f"store (op={self.operator_id}, part={self.partition_id}, name={self.store_name}) "
-                f"at {self.checkpoint_location}")
+                f"at {self.state_location()}")
+
+
+def storage_conf_for(location: str, spec: StoreSpec) -> Any:
+    """Scheme-specific storage options for `location` (S3Options for s3:// and s3a://; None otherwise)."""
+    if location.split("://", 1)[0].lower() in ("s3", "s3a") and "://" in location:
+        from ..storage.s3 import S3Options
+        return S3Options.from_conf(spec.settings, spec.hadoop_s3a)
+    return None
 
 
 @dataclass(frozen=True)
@@ -149,7 +172,10 @@ class Store:
         self.spec = spec
         root = local_root or spec.settings.local_dir or os.path.join(tempfile.gettempdir(), f"sparkstate-local-{os.getuid()}")
         self._layout = InstanceLayout(os.path.join(root, safe_name(spec.instance_id)))
-        self._file_manager = CheckpointFileManager(spec.checkpoint_location, fileio)
+        location = spec.state_location()
+        if fileio is None:
+            fileio = fileio_for(location, storage_conf_for(location, spec))
+        self._file_manager = CheckpointFileManager(location, fileio, io_threads=spec.settings.io_threads)
         self._ctx = BackendContext(settings=spec.settings, layout=self._layout, file_manager=self._file_manager,
                                    instance_id=spec.instance_id, query_run_id=spec.query_run_id)
         self._builder = builder_for(spec.settings.backend)
@@ -227,7 +253,8 @@ class Store:
                 "sparkstateBytesUploaded": outcome.bytes_uploaded,
                 "sparkstateCheckpointBytes": outcome.manifest.total_bytes,
             })
-            self._version, self._dirty, self._state = new_version, False, State.COMMITTED
+            # adopted: another attempt's manifest is the durable v+1, not our live database
+            self._version, self._dirty, self._state = new_version, outcome.adopted, State.COMMITTED
             return CommitResult(version=new_version, metrics=dict(self._custom))
 
     def abort(self) -> None:

@@ -12,10 +12,18 @@ from __future__ import annotations
 
 import posixpath
 from abc import ABC, abstractmethod
-from typing import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    name: str
+    size: int
+    mtime: float  # seconds since the epoch (storage clock)
 
 
 class FileIO(ABC):
@@ -28,6 +36,12 @@ class FileIO(ABC):
     @abstractmethod
     def write_bytes_atomic(self, path: str, data: bytes) -> None:
         """Create or replace `path` so that readers see either the old or the new content."""
+
+    @abstractmethod
+    def create_exclusive(self, path: str, data: bytes) -> bool:
+        """Create `path` with `data` only if it does not exist (put-if-absent), atomically: of two
+        concurrent callers exactly one gets True. False means the file already existed (unchanged).
+        Locally: `os.link` of a fsynced temporary file; on S3: `PutObject` with `If-None-Match: *`."""
 
     @abstractmethod
     def upload_file(self, local_path: str, path: str) -> None:
@@ -51,26 +65,40 @@ class FileIO(ABC):
     @abstractmethod
     def size(self, path: str) -> int: ...
 
+    @abstractmethod
+    def list_info(self, prefix_dir: str, recursive: bool = False) -> list[FileInfo]:
+        """Files under `prefix_dir` with size and modification time; `name` is relative to `prefix_dir`
+        ('/'-separated when recursive). Used by the offline orphan collector, never on the commit path."""
+
     def join(self, *parts: str) -> str:
         """Join path parts with '/', the separator of every supported scheme."""
         return posixpath.join(*parts)
 
 
-# Scheme -> factory. S3 (s3, s3a) plugs in here with an `S3FileIO` that implements the same verbs; the
-# checkpoint layer needs no change because it only ever holds a FileIO and path strings.
-_FACTORIES: dict[str, Callable[[], FileIO]] = {}
+# Scheme -> factory(storage_conf). The checkpoint layer needs no change per scheme because it only ever
+# holds a FileIO and path strings. `storage_conf` is scheme-specific (an `S3Options` for s3/s3a, ignored
+# locally) and may be None (defaults: e.g. boto3's standard credential chain).
+_FACTORIES: dict[str, Callable[[Any], FileIO]] = {}
 
 
-def register_scheme(scheme: str, factory: Callable[[], FileIO]) -> None:
+def register_scheme(scheme: str, factory: Callable[[Any], FileIO]) -> None:
     _FACTORIES[scheme.lower()] = factory
 
 
-def fileio_for(uri: str) -> FileIO:
-    """The FileIO for a checkpoint location: plain paths and `file:` URIs are local."""
+def _ensure_registered() -> None:
+    # S3 registers itself on import; imported lazily so local-only use never imports boto3.
+    if "s3" not in _FACTORIES:
+        from . import s3  # noqa: F401
+
+
+def fileio_for(uri: str, storage_conf: Any = None) -> FileIO:
+    """The FileIO for a checkpoint location: plain paths and `file:` URIs are local, `s3://` and
+    `s3a://` are S3."""
+    _ensure_registered()
     scheme = urlsplit(uri).scheme.lower() if "://" in uri or uri.lower().startswith("file:") else ""
     factory = _FACTORIES.get(scheme)
     if factory is None:
         raise ConfigError(
             f"checkpoint location {uri!r} uses scheme '{scheme}:', which sparkstate cannot write yet "
             f"(supported: plain paths, {', '.join(s + ':' for s in sorted(_FACTORIES) if s)})")
-    return factory()
+    return factory(storage_conf)

@@ -13,7 +13,7 @@ import shutil
 import uuid
 from typing import Iterable
 
-from .fileio import FileIO, register_scheme
+from .fileio import FileInfo, FileIO, register_scheme
 
 _CHUNK = 1 << 20
 
@@ -71,6 +71,27 @@ class LocalFileIO(FileIO):
             raise
         _fsync_dir(os.path.dirname(target) or ".")
 
+    def create_exclusive(self, path: str, data: bytes) -> bool:
+        # Write a private fsynced temporary file, then hard-link it to the target: link() fails with
+        # EEXIST if the target exists, so exactly one of two racing creators wins, and readers never
+        # see a partial file (same guarantee as S3's If-None-Match: *).
+        target = local_path(path)
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        tmp = _tmp_sibling(target)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                return False
+        finally:
+            _remove_quietly(tmp)
+        _fsync_dir(os.path.dirname(target) or ".")
+        return True
+
     def upload_file(self, local_path_: str, path: str) -> None:
         self._copy(local_path_, local_path(path))
 
@@ -92,6 +113,30 @@ class LocalFileIO(FileIO):
 
     def size(self, path: str) -> int:
         return os.stat(local_path(path)).st_size
+
+    def list_info(self, prefix_dir: str, recursive: bool = False) -> list[FileInfo]:
+        root = local_path(prefix_dir)
+        out: list[FileInfo] = []
+        if not os.path.isdir(root):
+            return out
+        if recursive:
+            for d, _dirs, files in os.walk(root):
+                for name in files:
+                    full = os.path.join(d, name)
+                    try:
+                        st = os.stat(full)
+                    except FileNotFoundError:
+                        continue  # deleted while we walked
+                    out.append(FileInfo(os.path.relpath(full, root).replace(os.sep, "/"), st.st_size, st.st_mtime))
+            return out
+        for e in os.scandir(root):
+            try:
+                if e.is_file():
+                    st = e.stat()
+                    out.append(FileInfo(e.name, st.st_size, st.st_mtime))
+            except FileNotFoundError:
+                continue
+        return out
 
     @staticmethod
     def _copy(src: str, dst: str) -> None:
@@ -117,5 +162,5 @@ def _remove_quietly(path: str) -> None:
             raise
 
 
-register_scheme("", LocalFileIO)
-register_scheme("file", LocalFileIO)
+register_scheme("", lambda _conf: LocalFileIO())
+register_scheme("file", lambda _conf: LocalFileIO())
