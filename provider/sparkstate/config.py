@@ -62,9 +62,10 @@ def _bool(raw: str) -> bool:
     return value == "true"
 
 
-BACKENDS = ("rocksdb",)
+BACKENDS = ("rocksdb", "heap")
 TRANSPORTS = ("socket", "py4j")
 COMPRESSIONS = ("lz4", "zstd", "snappy", "none")
+HEAP_COMPRESSIONS = ("lz4", "zstd", "none")
 
 DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("backend", "backend", "rocksdb", _choice(*BACKENDS),
@@ -89,6 +90,16 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "Bits per key of the RocksDB bloom filter (0 turns it off).", "an integer >= 0"),
     Declaration("rocksdb.compression", "rocksdb_compression", "lz4", _choice(*COMPRESSIONS),
                 "Compression of RocksDB SST files.", ", ".join(COMPRESSIONS)),
+    Declaration("heap.snapshotEveryVersions", "heap_snapshot_every", 10, _int_at_least(1),
+                "Heap backend: write a full snapshot (in the background) once this many deltas follow the "
+                "last one; every commit writes its delta synchronously.", "an integer >= 1"),
+    Declaration("heap.maxVersionsInMemory", "heap_max_versions_in_memory", 2, _int_at_least(1),
+                "Heap backend: committed versions kept in memory (copy-on-write) for reloads and retries, "
+                "including the current one; a version a background snapshot is writing stays until done.",
+                "an integer >= 1"),
+    Declaration("heap.compression", "heap_compression", "lz4", _choice(*HEAP_COMPRESSIONS),
+                "Heap backend: compression of its Arrow IPC delta and snapshot files.",
+                ", ".join(HEAP_COMPRESSIONS)),
     Declaration("checkpoint.verifyLocalCache", "verify_local_cache", False, _bool,
                 "Re-verify checksums of files already in the local cache when restoring a version "
                 "(files are always verified when downloaded).", "true, false"),
@@ -131,6 +142,9 @@ class Settings:
     rocksdb_write_buffer_mb: int = 64
     rocksdb_bloom_bits: int = 10
     rocksdb_compression: str = "lz4"
+    heap_snapshot_every: int = 10
+    heap_max_versions_in_memory: int = 2
+    heap_compression: str = "lz4"
     verify_local_cache: bool = False
     io_threads: int = 4
     state_location: str | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 from ..checkpoint import CheckpointFileManager, Manifest
@@ -61,6 +61,9 @@ class SnapshotOutcome:
     # True when another attempt had already committed this version: `manifest` is that attempt's and
     # the live backend does not hold it, so the store must restore on its next load.
     adopted: bool = False
+    # Backend-specific values for CUSTOM_METRICS names, applied over the generic mapping (e.g. the heap
+    # backend reports its background snapshot time as sparkstateUploadMs).
+    custom: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class BackendContext:
     file_manager: CheckpointFileManager
     instance_id: str
     query_run_id: str
+    num_cols_prefix_key: int = 0  # > 0: PrefixKeyScan store (scan prefixes are kg + u32be(len) + prefixRow)
 
 
 class Backend(ABC):
@@ -114,6 +118,14 @@ class Backend(ABC):
     def close(self) -> None:
         """Close open cursors, then the database; local files stay."""
 
+    def rewind(self, version: int) -> bool:
+        """Make the contents exactly committed `version` again from memory, dropping uncommitted writes
+        and later versions, if this backend still holds it; False: the store restores from the checkpoint."""
+        return False
+
+    def maintenance_snapshot(self) -> None:
+        """Periodic maintenance hook (Spark's maintenance thread, under the store lock); must not block."""
+
 
 class BackendBuilder(Protocol):
     """Builds a backend from a committed manifest, or empty when there is none."""
@@ -126,6 +138,9 @@ def builder_for(backend_name: str) -> BackendBuilder:
     if backend_name == "rocksdb":
         from .rocksdb_backend import open_rocksdb_backend
         return open_rocksdb_backend
+    if backend_name == "heap":
+        from .heap_backend import open_heap_backend
+        return open_heap_backend
     raise ConfigError(f"unknown state backend {backend_name!r}")
 
 

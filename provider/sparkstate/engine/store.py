@@ -177,7 +177,8 @@ class Store:
             fileio = fileio_for(location, storage_conf_for(location, spec))
         self._file_manager = CheckpointFileManager(location, fileio, io_threads=spec.settings.io_threads)
         self._ctx = BackendContext(settings=spec.settings, layout=self._layout, file_manager=self._file_manager,
-                                   instance_id=spec.instance_id, query_run_id=spec.query_run_id)
+                                   instance_id=spec.instance_id, query_run_id=spec.query_run_id,
+                                   num_cols_prefix_key=spec.num_cols_prefix_key)
         self._builder = builder_for(spec.settings.backend)
         self._lock = threading.RLock()
         self._state = State.CLOSED          # guarded by _lock
@@ -213,6 +214,8 @@ class Store:
             if (self._backend is not None and not self._dirty and self._version == version
                     and self._state in (State.LOADED, State.COMMITTED, State.ABORTED)):
                 source = "memory"
+            elif self._rewound(version):
+                source = "memory"
             else:
                 self._close_backend()
                 self._state = State.CLOSED  # until the restore succeeds
@@ -223,6 +226,16 @@ class Store:
             load_ms = _ms_since(t0)
             self._custom["sparkstateLoadMs"] = load_ms
             return LoadResult(version=version, load_ms=load_ms, source=source)
+
+    def _rewound(self, version: int) -> bool:
+        """Ask the live backend to go back to `version` in memory (retry of a batch, after an abort)."""
+        backend = self._backend
+        if backend is None or self._state is State.CLOSED:
+            return False
+        try:
+            return backend.rewind(version)
+        except Exception:  # noqa: BLE001 - memory is only a shortcut; the checkpoint is the truth
+            return False
 
     def _read_manifest_for_load(self, version: int) -> Manifest | None:
         try:
@@ -253,6 +266,7 @@ class Store:
                 "sparkstateBytesUploaded": outcome.bytes_uploaded,
                 "sparkstateCheckpointBytes": outcome.manifest.total_bytes,
             })
+            self._custom.update({k: v for k, v in outcome.custom.items() if k in self._custom})
             # adopted: another attempt's manifest is the durable v+1, not our live database
             self._version, self._dirty, self._state = new_version, outcome.adopted, State.COMMITTED
             return CommitResult(version=new_version, metrics=dict(self._custom))
@@ -306,7 +320,11 @@ class Store:
                                 custom=dict(self._custom))
 
     def maintenance_snapshot(self) -> None:
-        """Nothing to do for RocksDB: every commit already writes a complete, incremental version."""
+        """Backend hook (RocksDB: nothing, every commit writes a complete version; heap: start a due
+        background full snapshot). Never waits for I/O under the lock."""
+        with self._lock:
+            if self._backend is not None:
+                self._backend.maintenance_snapshot()
 
     def maintenance_cleanup(self) -> None:
         """Apply retention to the checkpoint; remote-only, so it runs without the store lock."""

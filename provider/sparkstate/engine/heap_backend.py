@@ -1,0 +1,222 @@
+"""Heap backend: the state lives in a Python dict in the worker, versioned with copy-on-write views.
+
+Commit of version v+1 (synchronous part, what Spark waits for):
+  freeze v+1 as a view (O(1)) + gather the keys written since v (O(keys written)), write
+  `delta-<v+1>.arrow` and the manifest. Nothing proportional to the state size happens here.
+Background (one runner): every `heap.snapshotEveryVersions` deltas, a full snapshot of a pinned view is
+  written while the next micro-batches run; the first commit after it completes uses it as the new base
+  of the chain (see heap_snapshot). Retention then drops the older deltas with their manifests.
+Load of v: the current head (Store fast path), else a retained view rolled back in place (`rewind`,
+  O(keys changed since v)), else restore the manifest's chain from the checkpoint.
+Memory: the live dict, the before images of retained views (at most `heap.maxVersionsInMemory`, plus a
+  view a background snapshot still reads), and the prefix index of PrefixKeyScan stores.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..checkpoint import Manifest
+from ..errors import StoreStateError
+from . import heap_files as hf
+from .backend import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
+from .heap_map import VersionedMap, View
+from .heap_restore import choose_restore
+from .heap_snapshot import BackgroundSnapshotRunner, DeltaResources, FullResult, HeapDeltaSnapshot, HeapFullSnapshot
+
+
+class HeapCursor(Cursor):
+    """Scan over a view frozen at open, keys in byte order; writes during the scan copy on write."""
+
+    def __init__(self, m: VersionedMap, prefix: bytes, on_close) -> None:
+        self._map: VersionedMap | None = m
+        self._view = m.freeze(None, pin=True)
+        self._keys = sorted(m.view_keys(self._view, prefix))
+        self._pos = 0
+        self._on_close = on_close
+
+    @property
+    def closed(self) -> bool:
+        return self._map is None
+
+    def next_chunk(self, max_rows: int, max_bytes: int) -> tuple[list[tuple[bytes, bytes]], bool]:
+        m = self._map
+        if m is None:
+            raise StoreStateError("cursor is closed (its store was released, reloaded or closed)")
+        rows: list[tuple[bytes, bytes]] = []
+        while not rows and self._pos < len(self._keys):
+            rows, self._pos = m.read_chunk(self._view, self._keys, self._pos, max(1, max_rows), max_bytes)
+        done = self._pos >= len(self._keys)
+        if done:
+            self.close()
+        return rows, done
+
+    def close(self) -> None:
+        m, self._map = self._map, None
+        if m is None:
+            return
+        self._keys = []
+        m.unpin(self._view)  # a reader-only view: dropped, its image merged into the previous view
+        cb, self._on_close = self._on_close, None
+        if cb is not None:
+            cb(self)
+
+
+class HeapBackend(Backend):
+    def __init__(self, ctx: BackendContext, data: dict[bytes, bytes], version: int, files: tuple) -> None:
+        self.ctx = ctx
+        self._runner = BackgroundSnapshotRunner()
+        self._delta = HeapDeltaSnapshot(ctx)
+        self._cursors: set[HeapCursor] = set()
+        self._closed = False
+        self._last_full_ms = 0
+        self._fulls_reported = 0
+        self._reset(data, version, files)
+
+    def _reset(self, data: dict[bytes, bytes], version: int, files: tuple) -> None:
+        self._close_cursors()
+        self._map = VersionedMap(data, prefix_index=self.ctx.num_cols_prefix_key > 0)
+        self._full = HeapFullSnapshot(self.ctx, self._map)
+        self._head: View = self._map.freeze(version)
+        self._head.files = tuple(files)
+        self._committed: dict[int, View] = {version: self._head}  # commit order == chain order
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreStateError("heap backend is closed")
+
+    # ---- data -----------------------------------------------------------------------------------
+    def get(self, key: bytes) -> bytes | None:
+        self._check_open()
+        return self._map.get(key)
+
+    def apply_batch(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        self._check_open()
+        self._map.apply(records)
+
+    def open_cursor(self, prefix: bytes) -> Cursor:
+        self._check_open()
+        cursor = HeapCursor(self._map, prefix, self._cursors.discard)
+        self._cursors.add(cursor)
+        return cursor
+
+    def num_keys(self) -> int:
+        return 0 if self._closed else len(self._map)
+
+    def memory_used_bytes(self) -> int:
+        return 0 if self._closed else self._map.memory_used_bytes()
+
+    # ---- versions in memory ---------------------------------------------------------------------
+    def rewind(self, version: int) -> bool:
+        """Roll the live map back to retained version `version` (a retried batch, or after an abort)."""
+        view = self._committed.get(version)
+        if view is None or self._closed:
+            return False
+        self._close_cursors()
+        if self._map.is_pinned_after(view):
+            self._runner.wait()  # the background snapshot reads a later view; it is bounded, let it finish
+            if self._map.is_pinned_after(view):
+                return False
+        self._map.rollback_to(view)
+        order = list(self._committed)
+        for v in order[order.index(version) + 1:]:
+            del self._committed[v]
+        self._head = view
+        return True
+
+    def _evict(self) -> None:
+        keep = self.ctx.settings.heap_max_versions_in_memory
+        while len(self._committed) > keep:
+            oldest = next(iter(self._committed))
+            self._map.retire(self._committed.pop(oldest))
+
+    # ---- snapshot (commit) -----------------------------------------------------------------------
+    def _base_files(self, full: FullResult | None) -> tuple:
+        files = self._head.files
+        if full is None or not full.lineage <= {r.remote for r in files}:
+            return files
+        later = tuple(r for r in files if (p := hf.parse_local_name(r.local)) and
+                      p[0] == hf.KIND_DELTA and p[1] > full.version)
+        return (full.ref,) + later
+
+    def prepare_snapshot(self, version: int) -> SnapshotResources:
+        self._check_open()
+        return self._delta.prepare(self._map, self._head, version, self._base_files(self._runner.peek_result()))
+
+    def upload_snapshot(self, resources: SnapshotResources) -> SnapshotOutcome:
+        assert isinstance(resources, DeltaResources) and resources.new_view is not None
+        try:
+            outcome, adopted, delta_ms = self._delta.upload(resources)
+        except BaseException:
+            self._map.retire(resources.new_view)  # not committed: writes stay on top of the old head
+            raise
+        full = self._runner.peek_result()
+        if full is not None and full.ref in resources.base_files:
+            self._runner.take_result()
+        elif full is not None and not full.lineage <= {r.remote for r in outcome.manifest.shared_files}:
+            self._runner.take_result()  # a snapshot of a version this lineage abandoned (retry): useless
+        if adopted:
+            # Another attempt committed this version first: its manifest is durable, our live map is not
+            # that version. Keep the old head; the store marks itself dirty and restores on next load.
+            self._map.retire(resources.new_view)
+            outcome.adopted = True
+        else:
+            view = resources.new_view
+            view.files = outcome.manifest.shared_files
+            self._committed[resources.version] = view
+            self._head = view
+            self._evict()
+            self._maybe_start_full()
+        fulls = self._runner.completed
+        new_fulls, self._fulls_reported = fulls - self._fulls_reported, fulls
+        if full is not None:
+            self._last_full_ms = full.upload_ms
+        outcome.flush_ms = resources.prepare_ms + delta_ms
+        outcome.custom = {"sparkstateFlushMs": outcome.flush_ms, "sparkstateUploadMs": self._last_full_ms,
+                          "sparkstateFilesUploaded": outcome.files_uploaded + new_fulls}
+        return outcome
+
+    def release_snapshot(self, resources: SnapshotResources) -> None:
+        """Nothing pinned: the new view is either the head now or was dropped on failure."""
+
+    def _deltas_since_full(self) -> int:
+        return sum(1 for r in self._head.files if (p := hf.parse_local_name(r.local)) and p[0] == hf.KIND_DELTA)
+
+    def _maybe_start_full(self) -> bool:
+        if (self._closed or self._runner.busy or self._runner.peek_result() is not None
+                or self._deltas_since_full() < self.ctx.settings.heap_snapshot_every):
+            return False
+        return self._runner.start(self._full, self._head)
+
+    def maintenance_snapshot(self) -> None:
+        """Start the background full snapshot if one is due and none is running (never waits)."""
+        self._maybe_start_full()
+
+    def wait_for_background(self, timeout: float | None = None) -> bool:
+        """Tests and benchmarks: wait until no full snapshot is being written."""
+        return self._runner.wait(timeout)
+
+    @property
+    def runner(self) -> BackgroundSnapshotRunner:
+        return self._runner
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    def _close_cursors(self) -> None:
+        for cursor in list(self._cursors):
+            cursor.close()
+        self._cursors.clear()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._close_cursors()
+        self._runner.cancel()  # stops at its next chunk; its staging files are removed, nothing published
+        self._closed = True
+        self._committed.clear()
+
+
+def open_heap_backend(ctx: BackendContext, manifest: Manifest | None) -> HeapBackend:
+    """BackendBuilder for the heap backend: run the restore that fits and hold the result in memory."""
+    data = choose_restore(ctx, manifest).run()
+    if manifest is None:
+        return HeapBackend(ctx, data, 0, ())
+    return HeapBackend(ctx, data, manifest.version, manifest.shared_files)

@@ -1,0 +1,296 @@
+"""VersionedMap: an in-memory key-value map with O(1) copy-on-write views, for the heap backend.
+
+Layout: one live dict (the working contents) plus a *chain* of views in the order they were frozen.
+Each view has a *before image*: for every key first written after that view was frozen and before the
+next view was, the value it had at the view (or ABSENT). Reading key k through view i walks the before
+images of views i, i+1, ..., newest and takes the first hit; with no hit, k is unchanged since view i and
+the live dict answers. So:
+
+- freezing a view is appending an empty dict to the chain: O(1), independent of the state size;
+- a write copies the old value into the newest view's image on the first write of that key (copy on
+  write; values are immutable bytes, so "copy" is a reference, never a deep copy);
+- dropping view i merges its image into view i-1's (`setdefault`: the older image wins), O(|image|);
+  dropping the oldest view is free;
+- rolling the live dict back to view i applies the images newest-first, O(keys changed since i).
+
+Views are either committed versions (the backend keeps the newest few) or pinned readers: a cursor
+(a view frozen at SCAN_OPEN) or the background full snapshot. A reader never sees a later write.
+
+Threads: the task thread writes and reads (under the store lock); the background snapshot thread only
+reads through its pinned view. `_lock` guards the live dict, the chain and every image, and is held per
+batch of writes and per chunk of reads, so a reader can never observe a live value whose copy-on-write
+before-image has not been recorded yet.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Iterable, Sequence
+
+
+class _Absent:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = _Absent()  # "no such key at this view" in a before image (a tombstone)
+
+
+class View:
+    """A frozen image of the map. `version` is None for reader-only views (cursors)."""
+
+    __slots__ = ("version", "before", "pins", "retired", "files")
+
+    def __init__(self, version: int | None) -> None:
+        self.version = version
+        self.before: dict[bytes, object] = {}
+        self.pins = 0
+        self.retired = False  # no longer wanted; dropped as soon as nobody pins it
+        self.files: tuple = ()  # checkpoint files of this version (set by the backend once durable)
+
+    def __repr__(self) -> str:
+        return f"View(version={self.version}, changed={len(self.before)}, pins={self.pins})"
+
+
+def _measure_overheads() -> tuple[int, int, int]:
+    """(bytes object header, dict bytes per entry, set bytes per entry), measured on this interpreter."""
+    n = 4096
+    keys = [b"k%07d" % i for i in range(n)]
+    d = dict.fromkeys(keys, b"")
+    s = set(keys)
+    obj = sys.getsizeof(b"")
+    return obj, int(round((sys.getsizeof(d) - sys.getsizeof({})) / n)), int(round((sys.getsizeof(s) - sys.getsizeof(set())) / n))
+
+
+BYTES_OBJECT_OVERHEAD, DICT_ENTRY_BYTES, SET_ENTRY_BYTES = _measure_overheads()
+
+
+def scan_prefix_length(key: bytes) -> int | None:
+    """Length of the PrefixKeyScan prefix `kg(4) + u32be(len) + prefixRow` of a storage key."""
+    if len(key) < 8:
+        return None
+    n = 8 + int.from_bytes(key[4:8], "big")
+    return n if n <= len(key) else None
+
+
+class VersionedMap:
+    def __init__(self, data: dict[bytes, bytes], prefix_index: bool) -> None:
+        self._live = data
+        self._chain: list[View] = []
+        self._lock = threading.Lock()
+        self._index: dict[bytes, set[bytes]] | None = None
+        self._payload = sum(map(len, data)) + sum(map(len, data.values()))
+        if prefix_index:
+            self._index = {}
+            for k in data:
+                self._index_add(k)
+
+    # ---- prefix index (PrefixKeyScan stores): scan prefix -> keys --------------------------------
+    def _index_add(self, key: bytes) -> None:
+        n = scan_prefix_length(key)
+        if n is not None:
+            self._index.setdefault(key[:n], set()).add(key)  # type: ignore[union-attr]
+
+    def _index_remove(self, key: bytes) -> None:
+        n = scan_prefix_length(key)
+        if n is not None:
+            keys = self._index.get(key[:n])  # type: ignore[union-attr]
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._index[key[:n]]  # type: ignore[union-attr]
+
+    # ---- live data (task thread) -----------------------------------------------------------------
+    def get(self, key: bytes) -> bytes | None:
+        return self._live.get(key)
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def apply(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        live, index = self._live, self._index
+        with self._lock:
+            image = self._chain[-1].before if self._chain else None
+            payload = self._payload
+            for k, v in records:
+                old = live.get(k, ABSENT)
+                if image is not None and k not in image:
+                    image[k] = old
+                if v is None:
+                    if old is not ABSENT:
+                        del live[k]
+                        payload -= len(k) + len(old)  # type: ignore[arg-type]
+                        if index is not None:
+                            self._index_remove(k)
+                else:
+                    live[k] = v
+                    if old is ABSENT:
+                        payload += len(k) + len(v)
+                        if index is not None:
+                            self._index_add(k)
+                    else:
+                        payload += len(v) - len(old)  # type: ignore[arg-type]
+            self._payload = payload
+
+    # ---- views ---------------------------------------------------------------------------------
+    def freeze(self, version: int | None, pin: bool = False) -> View:
+        """O(1): a view of the current contents; later writes copy on write into its image."""
+        view = View(version)
+        view.pins = 1 if pin else 0
+        with self._lock:
+            self._chain.append(view)
+        return view
+
+    def pin(self, view: View) -> None:
+        with self._lock:
+            view.pins += 1
+
+    def unpin(self, view: View) -> None:
+        with self._lock:
+            view.pins -= 1
+            if view.pins <= 0 and (view.retired or view.version is None):
+                self._drop(view)
+
+    def retire(self, view: View) -> None:
+        """Drop the view now, or when its last reader unpins it."""
+        with self._lock:
+            view.retired = True
+            if view.pins <= 0:
+                self._drop(view)
+
+    def _drop(self, view: View) -> None:
+        try:
+            i = next(n for n, v in enumerate(self._chain) if v is view)
+        except StopIteration:
+            return
+        if i > 0:
+            older = self._chain[i - 1].before
+            for k, v in view.before.items():
+                older.setdefault(k, v)
+        del self._chain[i]
+
+    def is_pinned_after(self, view: View) -> bool:
+        with self._lock:
+            i = self._position(view)
+            return any(v.pins > 0 for v in self._chain[i + 1:])
+
+    def _position(self, view: View) -> int:
+        for n, v in enumerate(self._chain):
+            if v is view:
+                return n
+        raise KeyError(f"{view!r} is not in the chain")
+
+    def _images_from(self, view: View) -> list[dict[bytes, object]]:
+        return [v.before for v in self._chain[self._position(view):]]
+
+    def changes_since(self, view: View) -> list[tuple[bytes, bytes | None]]:
+        """Records turning `view` into the live contents (None = remove), O(keys written since)."""
+        live = self._live
+        with self._lock:
+            old: dict[bytes, object] = {}
+            for image in self._images_from(view):
+                for k, v in image.items():
+                    old.setdefault(k, v)
+            out = []
+            for k, before in old.items():
+                now = live.get(k, ABSENT)
+                if now is not before and now != before:
+                    out.append((k, None if now is ABSENT else now))  # type: ignore[arg-type]
+            return out
+
+    def rollback_to(self, view: View) -> None:
+        """Make the live contents equal `view` again and drop every view frozen after it.
+
+        The caller guarantees no view after `view` is pinned (cursors closed, background snapshot done):
+        their images are consumed here."""
+        live, index = self._live, self._index
+        with self._lock:
+            i = self._position(view)
+            payload = self._payload
+            for later in reversed(self._chain[i:]):
+                for k, before in later.before.items():
+                    now = live.get(k, ABSENT)
+                    if before is ABSENT:
+                        if now is not ABSENT:
+                            del live[k]
+                            payload -= len(k) + len(now)  # type: ignore[arg-type]
+                            if index is not None:
+                                self._index_remove(k)
+                    else:
+                        live[k] = before  # type: ignore[assignment]
+                        if now is ABSENT:
+                            payload += len(k) + len(before)  # type: ignore[arg-type]
+                            if index is not None:
+                                self._index_add(k)
+                        else:
+                            payload += len(before) - len(now)  # type: ignore[arg-type]
+            self._payload = payload
+            view.before.clear()
+            del self._chain[i + 1:]
+
+    # ---- reads through a view (any thread) -------------------------------------------------------
+    def view_keys(self, view: View, prefix: bytes = b"") -> list[bytes]:
+        """Candidate keys of `view` (a superset: keys added after it read as ABSENT and are skipped by
+        `read_chunk`). O(keys) for a full scan; O(keys with the prefix) with the prefix index."""
+        live = self._live
+        with self._lock:
+            images = self._images_from(view)
+            n = scan_prefix_length(prefix) if self._index is not None else None
+            if n is not None and n == len(prefix):
+                base: Iterable[bytes] = list(self._index.get(prefix, ()))  # type: ignore[union-attr]
+                extra = [k for image in images for k in image if k.startswith(prefix)]
+            elif prefix:
+                base = [k for k in live if k.startswith(prefix)]
+                extra = [k for image in images for k in image if k.startswith(prefix)]
+            else:
+                base = list(live)
+                extra = [k for image in images for k in image]
+        if extra:
+            seen = set(base)
+            base = list(base) + [k for k in dict.fromkeys(extra) if k not in seen]
+        return base  # type: ignore[return-value]
+
+    def read_chunk(self, view: View, keys: Sequence[bytes], start: int, max_rows: int,
+                   max_bytes: int) -> tuple[list[tuple[bytes, bytes]], int]:
+        """Rows of `view` for keys[start:], up to max_rows / max_bytes (at least one row if any);
+        returns the rows and the position after the last key examined."""
+        live = self._live
+        rows: list[tuple[bytes, bytes]] = []
+        size = 0
+        pos, end = start, len(keys)
+        with self._lock:
+            images = self._images_from(view)
+            while pos < end and len(rows) < max_rows and (size < max_bytes or not rows):
+                k = keys[pos]
+                pos += 1
+                for image in images:
+                    if k in image:
+                        v = image[k]
+                        break
+                else:
+                    v = live.get(k, ABSENT)
+                if v is not ABSENT:
+                    rows.append((k, v))  # type: ignore[arg-type]
+                    size += len(k) + len(v)  # type: ignore[arg-type]
+        return rows, pos
+
+    # ---- accounting ------------------------------------------------------------------------------
+    def memory_used_bytes(self) -> int:
+        """Estimate: payload bytes + per-object overheads measured at import (sys.getsizeof) for the live
+        dict, the before images (their old values are kept alive only by them) and the prefix index."""
+        with self._lock:
+            n = len(self._live)
+            total = self._payload + n * (2 * BYTES_OBJECT_OVERHEAD + DICT_ENTRY_BYTES)
+            for view in self._chain:
+                total += len(view.before) * DICT_ENTRY_BYTES
+                total += sum(len(v) + BYTES_OBJECT_OVERHEAD for v in view.before.values()  # type: ignore[arg-type]
+                             if v is not ABSENT)
+            if self._index is not None:
+                total += n * SET_ENTRY_BYTES + len(self._index) * (DICT_ENTRY_BYTES + 2 * BYTES_OBJECT_OVERHEAD + 64)
+            return total
+
+    def chain_length(self) -> int:
+        with self._lock:
+            return len(self._chain)

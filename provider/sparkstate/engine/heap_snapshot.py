@@ -1,0 +1,228 @@
+"""Snapshot strategies of the heap backend, each in two phases (prepare on the caller's thread, upload).
+
+HeapDeltaSnapshot (every commit, synchronous: a commit is durable only once its delta is):
+  prepare  gather the records changed since the head version (O(keys written)), freeze the new version
+           as a copy-on-write view (O(1));
+  upload   write `delta-<v>.arrow`, then the manifest listing the chain [full snapshot] + deltas.
+
+HeapFullSnapshot (every `heap.snapshotEveryVersions` deltas, in the background):
+  prepare  pin the committed view of version s (O(1));
+  upload   on the runner's thread: list the view's keys, stream its rows into `full-<s>.arrow`, upload.
+           No manifest is written: the next commit whose lineage contains s swaps the chain prefix for
+           the full snapshot. A crash before that leaves an unreferenced file, never a broken version.
+
+BackgroundSnapshotRunner runs at most one upload at a time, on a daemon thread, and times both phases.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..checkpoint import Manifest, SharedFileRef
+from ..checkpoint.file_manager import new_attempt_id
+from . import heap_files as hf
+from .backend import BackendContext, SnapshotOutcome, SnapshotResources
+from .heap_map import VersionedMap, View
+
+log = logging.getLogger(__name__)
+READ_CHUNK_ROWS = 16384
+
+
+def publish_manifest(ctx: BackendContext, manifest: Manifest, attempt_id: str) -> tuple[Manifest, bool]:
+    """Write a version's manifest last; returns (the durable manifest, adopted-another-attempt's)."""
+    fm = ctx.file_manager
+    publish = getattr(fm, "publish_manifest", None)
+    if publish is not None:  # put-if-absent variant: an earlier attempt's manifest may win
+        result = publish(manifest)
+        return result.manifest, result.adopted
+    fm.write_manifest(manifest, attempt_id)
+    return manifest, False
+
+
+def _staging_dir(ctx: BackendContext) -> str:
+    path = ctx.layout.new_ckpt_dir()
+    os.makedirs(path)
+    return path
+
+
+def _ms(seconds: float) -> int:
+    return int(round(seconds * 1000))
+
+
+# ---- per-commit delta ---------------------------------------------------------------------------
+
+@dataclass
+class DeltaResources(SnapshotResources):
+    records: list = field(default_factory=list)
+    base_files: tuple = ()          # chain of the new version without its own delta
+    new_view: View | None = None
+    num_keys: int = 0
+    prepare_ms: int = 0
+
+
+class HeapDeltaSnapshot:
+    def __init__(self, ctx: BackendContext) -> None:
+        self.ctx = ctx
+
+    def prepare(self, m: VersionedMap, head: View, version: int, base_files: tuple) -> DeltaResources:
+        t0 = time.perf_counter()
+        records = m.changes_since(head)
+        view = m.freeze(version)
+        return DeltaResources(version=version, attempt_id=new_attempt_id(), records=records,
+                              base_files=base_files, new_view=view, num_keys=len(m),
+                              prepare_ms=_ms(time.perf_counter() - t0))
+
+    def upload(self, res: DeltaResources) -> tuple[SnapshotOutcome, bool, int]:
+        """Returns (outcome, adopted, ms spent writing the delta file)."""
+        t0 = time.perf_counter()
+        refs: list[SharedFileRef] = []
+        if res.records:  # a version without changes has no delta file: its chain is its parent's
+            data = hf.encode(hf.KIND_DELTA, res.version, res.records, self.ctx.settings.heap_compression)
+            staging = _staging_dir(self.ctx)
+            try:
+                name = hf.local_name(hf.KIND_DELTA, res.version)
+                with open(os.path.join(staging, name), "wb") as f:
+                    f.write(data)
+                refs = self.ctx.file_manager.upload_new_files(res.version, res.attempt_id, staging, [name]).refs
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+        delta_ms = _ms(time.perf_counter() - t0)
+        shared = tuple(res.base_files) + tuple(refs)
+        manifest = Manifest(version=res.version, backend="heap", num_keys=res.num_keys,
+                            writer_instance_id=self.ctx.instance_id, query_run_id=self.ctx.query_run_id,
+                            created_ms=int(time.time() * 1000), shared_files=shared)
+        durable, adopted = publish_manifest(self.ctx, manifest, res.attempt_id)
+        outcome = SnapshotOutcome(manifest=durable, files_uploaded=len(refs),
+                                  files_reused=len(res.base_files), bytes_uploaded=sum(r.size for r in refs))
+        return outcome, adopted, delta_ms
+
+
+# ---- background full snapshot -----------------------------------------------------------------------
+
+@dataclass
+class FullResources(SnapshotResources):
+    view: View | None = None
+    view_files: tuple = ()          # the chain of version s when it was pinned (its lineage identity)
+
+
+@dataclass
+class FullResult:
+    version: int
+    ref: SharedFileRef
+    lineage: frozenset[str]         # remote names of the chain it replaces
+    rows: int
+    prepare_ms: int
+    upload_ms: int
+
+
+class HeapFullSnapshot:
+    def __init__(self, ctx: BackendContext, m: VersionedMap) -> None:
+        self.ctx = ctx
+        self.map = m
+
+    def prepare(self, view: View) -> FullResources:
+        self.map.pin(view)
+        return FullResources(version=view.version, attempt_id=new_attempt_id(), view=view,  # type: ignore[arg-type]
+                             view_files=view.files)
+
+    def upload(self, res: FullResources, cancelled: threading.Event) -> tuple[SharedFileRef, int] | None:
+        assert res.view is not None
+        staging = _staging_dir(self.ctx)
+        try:
+            name = hf.local_name(hf.KIND_FULL, res.version)
+            writer = hf.StreamingWriter(os.path.join(staging, name), hf.KIND_FULL, res.version,
+                                        self.ctx.settings.heap_compression)
+            try:
+                keys = self.map.view_keys(res.view)
+                pos = 0
+                while pos < len(keys):
+                    if cancelled.is_set():
+                        return None
+                    rows, pos = self.map.read_chunk(res.view, keys, pos, READ_CHUNK_ROWS, 1 << 62)
+                    writer.write(rows)
+            finally:
+                writer.close()
+            if cancelled.is_set():
+                return None
+            uploaded = self.ctx.file_manager.upload_new_files(res.version, res.attempt_id, staging, [name])
+            return uploaded.refs[0], writer.rows
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def release(self, res: FullResources) -> None:
+        if res.view is not None:
+            self.map.unpin(res.view)
+
+
+class BackgroundSnapshotRunner:
+    """At most one full snapshot in flight; its result waits in `take_result` for the next commit."""
+
+    def __init__(self, on_done: Callable[[], None] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._result: FullResult | None = None
+        self._cancel = threading.Event()
+        self.last_error: BaseException | None = None
+        self.completed = 0
+
+    @property
+    def busy(self) -> bool:
+        t = self._thread
+        return t is not None and t.is_alive()
+
+    def start(self, strategy: HeapFullSnapshot, view: View) -> bool:
+        """Prepare on the caller's thread, upload on a daemon thread; False if one is running."""
+        if self.busy or self._cancel.is_set():
+            return False
+        t0 = time.perf_counter()
+        res = strategy.prepare(view)
+        prepare_ms = _ms(time.perf_counter() - t0)
+
+        def run() -> None:
+            t1 = time.perf_counter()
+            try:
+                out = strategy.upload(res, self._cancel)
+                if out is not None:
+                    ref, rows = out
+                    result = FullResult(version=res.version, ref=ref,
+                                        lineage=frozenset(r.remote for r in res.view_files), rows=rows,
+                                        prepare_ms=prepare_ms, upload_ms=_ms(time.perf_counter() - t1))
+                    with self._lock:
+                        self._result = result
+                        self.completed += 1
+            except BaseException as e:  # noqa: BLE001 - background: remember, log, retry at the next due commit
+                self.last_error = e
+                if not self._cancel.is_set():
+                    log.warning("background full snapshot of version %d failed (deltas keep every version "
+                                "loadable; retried later): %r", res.version, e)
+            finally:
+                strategy.release(res)
+
+        self._thread = threading.Thread(target=run, name=f"sparkstate-heap-snapshot-{res.version}", daemon=True)
+        self._thread.start()
+        return True
+
+    def take_result(self) -> FullResult | None:
+        with self._lock:
+            result, self._result = self._result, None
+            return result
+
+    def peek_result(self) -> FullResult | None:
+        with self._lock:
+            return self._result
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True when nothing is in flight (any more)."""
+        t = self._thread
+        if t is not None:
+            t.join(timeout)
+        return not self.busy
+
+    def cancel(self) -> None:
+        """Ask the upload to stop at its next chunk (the backend is closing); does not wait."""
+        self._cancel.set()
