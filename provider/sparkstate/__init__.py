@@ -12,7 +12,7 @@ from typing import Any
 from .config import PREFIX, PROVIDER_CLASS, PROVIDER_CLASS_KEY, Settings
 
 __version__ = "0.1.0"
-__all__ = ["jar_path", "configure", "PROVIDER_CLASS", "__version__"]
+__all__ = ["jar_path", "configure", "rescale", "PROVIDER_CLASS", "__version__"]
 
 
 def jar_path() -> str:
@@ -42,3 +42,13 @@ def configure(builder: Any, **settings: Any) -> Any:
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder
+
+
+def rescale(spark: Any, checkpoint: str, num_partitions: int, **options: Any) -> Any:
+    """Change the number of state partitions of a stopped sparkstate query (key-group rescaling).
+
+    Runs one Spark job on `spark` and returns a `sparkstate.rescaling.RescaleSummary`; a plain restart of
+    the unchanged query then runs with `num_partitions` partitions. See `sparkstate.rescaling`.
+    """
+    from .rescaling import rescale as _rescale
+    return _rescale(spark, checkpoint, num_partitions, **options)

@@ -1,0 +1,276 @@
+"""Planning a rescale: read the checkpoint, validate everything, and describe the work (read-only).
+
+Everything that could make the rescale inexact is checked here, before anything is written: the query's
+provider, the offset/commit log formats, an uncommitted or abandoned batch, every operator's kind and
+stores, every old store's latest committed version and its backend.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from math import gcd
+from typing import Any
+
+from ..checkpoint import CheckpointFileManager
+from ..config import PREFIX, PROVIDER_CLASS, Settings
+from ..errors import CheckpointError
+from ..storage import FileIO, fileio_for
+from .spark_logs import (PROVIDER_CLASS_CONF, RescaleError, SparkLogs, is_single_partition_key,
+                         parse_state_schema, read_operator_metadata)
+
+# operatorName in v1 operator metadata -> stateful operators sparkstate serves (contract §8).
+SUPPORTED_OPERATORS = {
+    "stateStoreSave": "streaming aggregation",
+    "dedupe": "dropDuplicates",
+    "dedupeWithinWatermark": "dropDuplicatesWithinWatermark",
+    "symmetricHashJoin": "stream-stream join",
+    "sessionWindowStateStoreSaveExec": "session window",
+    "flatMapGroupsWithState": "flatMapGroupsWithState",
+    "applyInPandasWithState": "applyInPandasWithState",
+    "globalLimit": "streaming limit",
+}
+JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues",
+               "right-keyWithIndexToValue")
+STAGING_DIR = "sparkstate-rescale"
+
+
+@dataclass(frozen=True)
+class StorePlan:
+    operator_id: int
+    operator_name: str
+    store_name: str
+    num_cols_prefix_key: int
+    single_partition: bool
+    key_schema_json: str
+    value_schema_json: str
+
+    @property
+    def label(self) -> str:
+        return f"op {self.operator_id} ({self.operator_name}) store {self.store_name}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything an executor task needs; JSON-serializable (shipped in the task closure)."""
+
+    checkpoint: str
+    old_partitions: int
+    new_partitions: int
+    last_committed_batch: int      # batch N; the old stores' latest version is N + 1
+    backend: str
+    settings_conf: dict[str, str]  # sparkstate settings (full keys) for opening and writing stores
+    stores: tuple[StorePlan, ...]
+    resume_metadata: bool = False  # offsets/<N+1> already written by an earlier, interrupted run
+    fail_partitions: tuple[int, ...] = field(default=())  # test hook: these tasks raise after writing
+
+    @property
+    def new_batch(self) -> int:
+        return self.last_committed_batch + 1
+
+    @property
+    def old_version(self) -> int:
+        return self.last_committed_batch + 1
+
+    @property
+    def new_version(self) -> int:
+        return self.last_committed_batch + 2
+
+    @property
+    def plan_id(self) -> str:
+        return f"batch{self.new_batch}-to{self.new_partitions}"
+
+    @property
+    def staging_dir(self) -> str:
+        return join(self.checkpoint, STAGING_DIR, self.plan_id)
+
+    def settings(self) -> Settings:
+        return Settings.parse({**self.settings_conf, PREFIX + "backend": self.backend})
+
+    def source_partitions(self, store: StorePlan, new_partition: int) -> list[int]:
+        """Old partitions that can hold keys of `new_partition`: kg = o (mod old) and kg = p (mod new)
+        have a common solution only if o = p (mod gcd(old, new))."""
+        if store.single_partition:
+            return [0] if new_partition == 0 else []
+        g = gcd(self.old_partitions, self.new_partitions)
+        return [o for o in range(self.old_partitions) if o % g == new_partition % g]
+
+    def to_json(self) -> str:
+        doc = asdict(self)
+        return json.dumps(doc, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Plan":
+        doc = json.loads(text)
+        doc["stores"] = tuple(StorePlan(**s) for s in doc["stores"])
+        doc["fail_partitions"] = tuple(doc.get("fail_partitions") or ())
+        return cls(**doc)
+
+
+def join(*parts: str) -> str:
+    return "/".join([parts[0].rstrip("/")] + [p.strip("/") for p in parts[1:]])
+
+
+def spark_store_dir(checkpoint: str, op: int, part: int, name: str) -> str:
+    """Spark's `StateStoreId.storeCheckpointLocation()`: the default store omits its name."""
+    base = join(checkpoint, "state", str(op), str(part))
+    return base if name == "default" else join(base, name)
+
+
+def store_spec_doc(plan: Plan, store: StorePlan, part: int, instance_id: str) -> dict[str, Any]:
+    return {
+        "checkpointLocation": spark_store_dir(plan.checkpoint, store.operator_id, part, store.store_name),
+        "operatorId": store.operator_id, "partitionId": part, "storeName": store.store_name,
+        "instanceId": instance_id, "queryRunId": "sparkstate-rescale",
+        "keySchema": store.key_schema_json, "valueSchema": store.value_schema_json,
+        "numColsPrefixKey": store.num_cols_prefix_key, "numPartitions": plan.new_partitions,
+        "minVersionsToRetain": 1 << 30,
+        "settings": {**plan.settings_conf, PREFIX + "backend": plan.backend},
+    }
+
+
+def normalize_checkpoint(path: str) -> str:
+    if "://" in path or path.startswith("file:"):
+        return path.rstrip("/")
+    return os.path.abspath(path)
+
+
+def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, str] | None = None,
+               fileio: FileIO | None = None) -> Plan:
+    """Validate the checkpoint and return the plan, or raise RescaleError saying why not."""
+    if not isinstance(num_partitions, int) or num_partitions < 1:
+        raise RescaleError(f"--partitions must be a positive integer, got {num_partitions!r}")
+    checkpoint = normalize_checkpoint(checkpoint)
+    settings_conf = {k: v for k, v in (settings_conf or {}).items() if k.startswith(PREFIX)}
+    settings = Settings.parse(settings_conf)  # validates
+    fio = fileio or fileio_for(checkpoint)
+    logs = SparkLogs(fio, checkpoint)
+    commits, offsets = logs.commit_batches(), logs.offset_batches()
+    if not offsets:
+        raise RescaleError(f"{checkpoint} has no offset log: not a streaming checkpoint, or the query never ran")
+    if not commits:
+        raise RescaleError(f"{checkpoint} has no committed batch yet; run the query at least one batch first")
+    last_commit, last_offset = commits[-1], offsets[-1]
+    resume = False
+    if last_offset > last_commit:
+        if last_offset == last_commit + 1 and logs.is_repartition_batch(last_offset):
+            pinned = logs.read_offset(last_offset).shuffle_partitions
+            if pinned != num_partitions:
+                raise RescaleError(
+                    f"batch {last_offset} is an unfinished rescale to {pinned} partitions; finish it first "
+                    f"(`sparkstate rescale --checkpoint {checkpoint} --partitions {pinned}`)")
+            resume = True
+        else:
+            raise RescaleError(
+                f"batch {last_offset} was started but never committed (last committed: {last_commit}); "
+                "restart the query so it finishes that batch, stop it, then rescale")
+    elif last_offset < last_commit:
+        raise RescaleError(f"commit log ({last_commit}) is ahead of the offset log ({last_offset}); "
+                           "the checkpoint is inconsistent")
+    entry = logs.read_offset(last_commit)
+    logs.read_commit(last_commit)  # refuses checkpoint format v2
+    provider = entry.conf.get(PROVIDER_CLASS_CONF)
+    if provider != PROVIDER_CLASS:
+        raise RescaleError(
+            f"the query of {checkpoint} runs with state store provider {provider!r}, not sparkstate "
+            f"({PROVIDER_CLASS}); for Spark's RocksDB provider use spark._streamingCheckpointManager.repartition")
+    old = entry.shuffle_partitions
+    if old is None:
+        raise RescaleError(f"offset log entry {last_commit} does not pin the partition count")
+    if old == num_partitions and not resume:
+        raise RescaleError(f"the state of {checkpoint} already has {num_partitions} partitions")
+    if resume:
+        # The interrupted run already wrote offsets/<N+1>; the source layout is that of batch N.
+        entry = logs.read_offset(last_commit)
+    stores = _discover_stores(fio, checkpoint)
+    plan = Plan(checkpoint=checkpoint, old_partitions=old, new_partitions=num_partitions,
+                last_committed_batch=last_commit, backend=settings.backend, settings_conf=settings_conf,
+                stores=tuple(stores), resume_metadata=resume)
+    backend = _check_old_versions(plan)
+    return Plan(**{**asdict(plan), "stores": plan.stores, "backend": backend})
+
+
+def _discover_stores(fio: FileIO, checkpoint: str) -> list[StorePlan]:
+    state_root = join(checkpoint, "state")
+    op_ids = _operator_ids(fio, state_root)
+    if not op_ids:
+        raise RescaleError(f"{checkpoint} has no state (no stateful operator): nothing to rescale; the "
+                           "partition count of a stateless query can be changed directly")
+    stores: list[StorePlan] = []
+    for op in op_ids:
+        meta = read_operator_metadata(fio, join(state_root, str(op), "_metadata", "metadata"))
+        if meta.operator_name not in SUPPORTED_OPERATORS:
+            raise RescaleError(f"operator {op} is {meta.operator_name!r}, whose state layout sparkstate does not "
+                               f"know; supported: {', '.join(sorted(SUPPORTED_OPERATORS))}")
+        names = [s.store_name for s in meta.stores]
+        if meta.operator_name == "symmetricHashJoin":
+            if sorted(names) != sorted(JOIN_STORES):
+                raise RescaleError(f"operator {op} (stream-stream join) has stores {names}; expected the four "
+                                   f"stores of join state format 2: {list(JOIN_STORES)}")
+        elif names != ["default"]:
+            raise RescaleError(f"operator {op} ({meta.operator_name}) has stores {names}; expected ['default']")
+        for info in meta.stores:
+            schema_path = join(spark_store_dir(checkpoint, op, 0, info.store_name), "_metadata", "schema")
+            try:
+                raw = fio.read_bytes(schema_path)
+            except FileNotFoundError:
+                raise RescaleError(f"state schema {schema_path} is missing; cannot tell the key columns of "
+                                   f"operator {op} store {info.store_name}") from None
+            key_schema, value_schema = parse_state_schema(raw, schema_path)
+            stores.append(StorePlan(
+                operator_id=op, operator_name=meta.operator_name, store_name=info.store_name,
+                num_cols_prefix_key=info.num_cols_prefix_key,
+                single_partition=is_single_partition_key(key_schema, info.num_cols_prefix_key),
+                key_schema_json=json.dumps(key_schema), value_schema_json=json.dumps(value_schema)))
+    return stores
+
+
+def _operator_ids(fio: FileIO, state_root: str) -> list[int]:
+    local = _local_dir(state_root)
+    if local is not None:
+        if not os.path.isdir(local):
+            return []
+        names = os.listdir(local)
+        bad = [n for n in names if not n.isdigit()]
+        if bad:
+            raise RescaleError(f"unexpected entries {bad} under {state_root}: unknown state layout")
+        return sorted(int(n) for n in names)
+    ids = []  # object stores: operator ids are dense from 0
+    while fio.exists(join(state_root, str(len(ids)), "_metadata", "metadata")):
+        ids.append(len(ids))
+    return ids
+
+
+def _local_dir(path: str) -> str | None:
+    if "://" in path and not path.startswith("file:"):
+        return None
+    if path.startswith("file:"):
+        path = path[len("file:"):]
+        while path.startswith("//"):
+            path = path[1:]
+    return path
+
+
+def _check_old_versions(plan: Plan) -> str:
+    """Every old store must have the latest committed version, all with one backend; returns it."""
+    from ..engine.store import StoreSpec, storage_conf_for
+
+    backends: dict[str, str] = {}
+    for store in plan.stores:
+        parts = [0] if store.single_partition else range(plan.old_partitions)
+        for part in parts:
+            spec = StoreSpec.from_json(store_spec_doc(plan, store, part, "plan"))
+            location = spec.state_location()
+            fm = CheckpointFileManager(location, fileio_for(location, storage_conf_for(location, spec)))
+            try:
+                manifest = fm.read_manifest(plan.old_version)
+            except CheckpointError as e:
+                raise RescaleError(
+                    f"{store.label} partition {part}: version {plan.old_version} (state after batch "
+                    f"{plan.last_committed_batch}) cannot be read: {e}. If the query used the sparkstate "
+                    f"stateLocation setting, pass it (--conf {PREFIX}stateLocation=...)") from None
+            backends[f"{store.label} partition {part}"] = manifest.backend
+    kinds = sorted(set(backends.values()))
+    if len(kinds) != 1:
+        raise RescaleError(f"the stores use different backends ({backends}); cannot rescale")
+    return kinds[0]

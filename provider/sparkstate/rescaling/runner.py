@@ -1,0 +1,312 @@
+"""The driver side of a rescale: lock, plan, one Spark job over the new partitions, then the metadata.
+
+Order of writes (each step is safe to interrupt; re-running the command with the same N finishes it):
+
+1. `<ckpt>/sparkstate-rescale/lock` (put-if-absent): one rescale at a time.
+2. The Spark job: task p stages every store of new partition p (data files under fresh names in the
+   store's `sparkstate/files/`, manifest in `<ckpt>/sparkstate-rescale/<plan>/manifests/`, then a done
+   marker). Nothing the query reads has changed yet: an interruption here leaves the original checkpoint
+   usable as it was (the unreferenced files are orphans, like those of a failed commit).
+3. `offsets/<N+1>`: a copy of `offsets/<N>` pinning the new partition count. This is exactly Spark 4.3's
+   repartition batch: from here on Spark itself refuses to restart the query until the batch is
+   committed (`checkUnfinishedRepartitionOnRestart`), so a half-published state can never be run.
+4. Publish each staged manifest as `manifests/<N+2>.manifest` of its store (put-if-absent).
+5. `commits/<N+1>`: a copy of `commits/<N>`. The rescale is complete; staging and lock are removed.
+
+Old partitions keep all their versions; version N+2 is new. Retention deletes old files later.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..checkpoint import CheckpointFileManager
+from ..config import PREFIX
+from ..engine.store import StoreSpec, storage_conf_for
+from ..storage import FileIO, fileio_for
+from .plan import STAGING_DIR, Plan, build_plan, join, normalize_checkpoint, store_spec_doc
+from .spark_logs import RescaleError, SparkLogs
+from .task import done_marker_path, rescale_partition, staged_manifest_path
+
+ProgressFn = Callable[["Progress"], None]
+
+
+@dataclass
+class Progress:
+    partitions_done: int
+    partitions_total: int
+    bytes_moved: int
+    rows_moved: int
+    phase: str  # "staging", "publishing", "done"
+
+
+@dataclass
+class RescaleSummary:
+    checkpoint: str
+    old_partitions: int
+    new_partitions: int
+    batch_id: int            # the synthetic repartition batch
+    state_version: int       # the version every new store was written as
+    operators: int
+    stores: int              # stores written (all operators, all new partitions)
+    rows: int
+    data_bytes: int          # key + value bytes copied
+    bytes_uploaded: int      # bytes of checkpoint files written
+    partitions_skipped: int  # finished by an earlier, interrupted run
+    seconds: float
+
+    def describe(self) -> str:
+        return (f"rescaled {self.checkpoint}: {self.old_partitions} -> {self.new_partitions} partitions as batch "
+                f"{self.batch_id} (state version {self.state_version}); {self.operators} operator(s), "
+                f"{self.stores} store(s) written, {self.rows} entries, {_mb(self.data_bytes)} of state moved, "
+                f"{_mb(self.bytes_uploaded)} written, {self.partitions_skipped} partition(s) reused from an "
+                f"interrupted run, in {self.seconds:.1f} s")
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
+
+
+def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str, str] | None = None,
+            progress: ProgressFn | None = None, _fail_partitions: tuple[int, ...] = (),
+            _fail_after_offsets: bool = False) -> RescaleSummary:
+    """Rescale the state of a stopped sparkstate query to `num_partitions` partitions (see module doc)."""
+    t0 = time.perf_counter()
+    checkpoint = normalize_checkpoint(checkpoint)
+    _refuse_if_running_here(spark, checkpoint)
+    settings_conf = _sparkstate_conf(spark)
+    settings_conf.update({k: v for k, v in (conf or {}).items() if k.startswith(PREFIX)})
+    fio = fileio_for(checkpoint)
+    lock = _Lock(fio, checkpoint)
+    lock.acquire(num_partitions)
+    try:
+        plan = build_plan(checkpoint, num_partitions, settings_conf, fio)
+        if _fail_partitions:
+            plan = Plan(**{**plan.__dict__, "fail_partitions": tuple(_fail_partitions)})
+        _remove_other_staging(fio, plan)
+        fio.write_bytes_atomic(join(plan.staging_dir, "plan.json"), plan.to_json().encode())
+        results = _run_job(spark, plan, fio, progress)
+        _refuse_if_running_here(spark, checkpoint)
+        _publish(plan, fio, progress, results, _fail_after_offsets)
+        _remove_staging(fio, plan)
+    finally:
+        lock.release()
+    rows = sum(r["rows"] for r in results)
+    moved = sum(r["dataBytes"] for r in results)
+    if progress:
+        progress(Progress(len(results), plan.new_partitions, moved, rows, "done"))
+    return RescaleSummary(
+        checkpoint=checkpoint, old_partitions=plan.old_partitions, new_partitions=plan.new_partitions,
+        batch_id=plan.new_batch, state_version=plan.new_version,
+        operators=len({s.operator_id for s in plan.stores}), stores=sum(r["stores"] for r in results),
+        rows=rows, data_bytes=moved, bytes_uploaded=sum(r["bytesUploaded"] for r in results),
+        partitions_skipped=sum(1 for r in results if r.get("skipped")), seconds=time.perf_counter() - t0)
+
+
+# ---- guards ---------------------------------------------------------------------------------------
+
+def _refuse_if_running_here(spark: Any, checkpoint: str) -> None:
+    for query in spark.streams.active:
+        try:
+            root = str(query._jsq.streamingQuery().resolvedCheckpointRoot())
+        except Exception:  # noqa: BLE001 - best effort; other guards follow
+            continue
+        if normalize_checkpoint(root) == checkpoint:
+            raise RescaleError(f"query {query.name or query.id} is running on {checkpoint}; stop it "
+                               "(query.stop()) before rescaling its state")
+
+
+def _sparkstate_conf(spark: Any) -> dict[str, str]:
+    out = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(PREFIX)}
+    try:
+        out.update({k: v for k, v in spark.conf.getAll.items() if k.startswith(PREFIX)})
+    except Exception:  # noqa: BLE001 - older API shapes
+        pass
+    out.pop(PREFIX + "backend", None)  # the backend comes from the checkpoint's manifests
+    out.pop(PREFIX + "pythonExec", None)
+    return out
+
+
+class _Lock:
+    """`<ckpt>/sparkstate-rescale/lock`, created put-if-absent. A lock left by a dead process on this
+    host is taken over; otherwise a second rescale is refused."""
+
+    def __init__(self, fio: FileIO, checkpoint: str) -> None:
+        self.fio, self.path = fio, join(checkpoint, STAGING_DIR, "lock")
+        self.held = False
+
+    def acquire(self, num_partitions: int) -> None:
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "startedMs": int(time.time() * 1000),
+              "partitions": num_partitions}
+        for _ in range(2):
+            if self.fio.create_exclusive(self.path, json.dumps(me).encode()):
+                self.held = True
+                return
+            try:
+                other = json.loads(self.fio.read_bytes(self.path))
+            except (FileNotFoundError, ValueError):
+                continue
+            if other.get("host") == me["host"] and not _pid_alive(int(other.get("pid", -1))):
+                self.fio.delete_many([self.path])  # its owner died (killed rescale): take over
+                continue
+            raise RescaleError(
+                f"another rescale (pid {other.get('pid')} on {other.get('host')}, to {other.get('partitions')} "
+                f"partitions, started at {other.get('startedMs')} ms) holds {self.path}; wait for it, or "
+                "delete that file if it is certainly dead")
+        raise RescaleError(f"could not take the rescale lock {self.path}")
+
+    def release(self) -> None:
+        if self.held:
+            self.fio.delete_many([self.path])
+            self.held = False
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# ---- the job --------------------------------------------------------------------------------------
+
+def _run_job(spark: Any, plan: Plan, fio: FileIO, progress: ProgressFn | None) -> list[dict]:
+    sc = spark.sparkContext
+    plan_json = plan.to_json()
+    n = plan.new_partitions
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            sc.setJobGroup(f"sparkstate-rescale-{plan.plan_id}", f"sparkstate rescale {plan.checkpoint}",
+                           interruptOnCancel=False)
+            rdd = sc.parallelize(range(n), n).map(lambda p: rescale_partition(plan_json, p))
+            box["results"] = rdd.collect()
+        except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
+            box["error"] = e
+
+    thread = threading.Thread(target=work, name="sparkstate-rescale-job", daemon=True)
+    thread.start()
+    last = None
+    while thread.is_alive():
+        thread.join(0.5)
+        if progress:
+            state = _progress_from_markers(plan, fio)
+            if state != last:
+                progress(state)
+                last = state
+    if "error" in box:
+        raise RescaleError(f"the rescale job failed; the checkpoint is unchanged and re-running the command "
+                           f"continues where it stopped: {_short(box['error'])}") from box["error"]
+    results = sorted(box["results"], key=lambda r: r["partition"])
+    if progress:
+        progress(_progress_from_markers(plan, fio))
+    return results
+
+
+def _short(e: BaseException) -> str:
+    text = str(e)
+    marker = "RescaleError: "
+    if marker in text:  # the Python error inside a Py4J/Spark task failure
+        return text[text.index(marker):].split("\n", 1)[0]
+    return text.split("\n", 1)[0][:500]
+
+
+def _progress_from_markers(plan: Plan, fio: FileIO) -> Progress:
+    done = moved = rows = 0
+    for p in range(plan.new_partitions):
+        try:
+            stats = json.loads(fio.read_bytes(done_marker_path(plan, p)))
+        except (FileNotFoundError, ValueError):
+            continue
+        done += 1
+        moved += int(stats.get("dataBytes", 0))
+        rows += int(stats.get("rows", 0))
+    return Progress(done, plan.new_partitions, moved, rows, "staging")
+
+
+# ---- publishing ------------------------------------------------------------------------------------
+
+def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list[dict],
+             fail_after_offsets: bool) -> None:
+    logs = SparkLogs(fio, plan.checkpoint)
+    staged: list[tuple[CheckpointFileManager, bytes]] = []
+    for store in plan.stores:
+        for part in ([0] if store.single_partition else range(plan.new_partitions)):
+            path = staged_manifest_path(plan, store, part)
+            try:
+                data = fio.read_bytes(path)
+            except FileNotFoundError:
+                raise RescaleError(f"staged manifest {path} is missing after the job; re-run the rescale") from None
+            spec = StoreSpec.from_json(store_spec_doc(plan, store, part, "publish"))
+            location = spec.state_location()
+            staged.append((CheckpointFileManager(location, fileio_for(location, storage_conf_for(location, spec))),
+                           data))
+    if progress:
+        progress(Progress(len(results), plan.new_partitions, sum(r["dataBytes"] for r in results),
+                          sum(r["rows"] for r in results), "publishing"))
+    # 3. the repartition batch (Spark's marker of an unfinished repartition until it is committed)
+    offsets = logs.read_offset(plan.last_committed_batch).with_partitions(plan.new_partitions).encode()
+    if not fio.create_exclusive(logs.offset_path(plan.new_batch), offsets):
+        existing = logs.read_offset(plan.new_batch)
+        if not (plan.resume_metadata and existing.shuffle_partitions == plan.new_partitions):
+            raise RescaleError(f"offset log entry {logs.offset_path(plan.new_batch)} appeared while rescaling: "
+                               "the query was started concurrently; nothing was published")
+    if fail_after_offsets:
+        raise RescaleError("injected failure after writing the offset log entry (test hook)")
+    # 4. the stores' new version
+    for fm, data in staged:
+        path = fm.manifest_path(plan.new_version)
+        if not fm.fileio.create_exclusive(path, data) and fm.fileio.read_bytes(path) != data:
+            raise RescaleError(f"{path} already exists with other content; the checkpoint was changed by "
+                               "someone else during the rescale")
+    # 5. commit the batch
+    commit = logs.read_commit(plan.last_committed_batch).encode()
+    if not fio.create_exclusive(logs.commit_path(plan.new_batch), commit):
+        if fio.read_bytes(logs.commit_path(plan.new_batch)) != commit:
+            raise RescaleError(f"commit log entry {logs.commit_path(plan.new_batch)} appeared while rescaling")
+
+
+def _remove_staging(fio: FileIO, plan: Plan) -> None:
+    _delete_tree(fio, plan.staging_dir)
+
+
+def _remove_other_staging(fio: FileIO, plan: Plan) -> None:
+    """Staging of abandoned plans (another target, or a checkpoint that moved on since) is our garbage."""
+    root = join(plan.checkpoint, STAGING_DIR)
+    local = _as_local(root)
+    if local is None or not os.path.isdir(local):
+        return
+    for name in os.listdir(local):
+        if name.startswith("batch") and name != plan.plan_id:
+            shutil.rmtree(os.path.join(local, name), ignore_errors=True)
+
+
+def _delete_tree(fio: FileIO, path: str) -> None:
+    local = _as_local(path)
+    if local is not None:
+        shutil.rmtree(local, ignore_errors=True)
+        return
+    infos = fio.list_info(path, recursive=True)
+    fio.delete_many([join(path, i.name) for i in infos])
+
+
+def _as_local(path: str) -> str | None:
+    if "://" in path and not path.startswith("file:"):
+        return None
+    if path.startswith("file:"):
+        path = path[len("file:"):]
+        while path.startswith("//"):
+            path = path[1:]
+    return path

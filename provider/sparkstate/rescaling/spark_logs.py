@@ -1,0 +1,188 @@
+"""Spark's own checkpoint files that a rescale reads and writes (format of PySpark 4.3.0).
+
+- Offset log `<ckpt>/offsets/<batch>`: `v1` line, one `OffsetSeqMetadata` JSON line (its `conf` pins
+  `spark.sql.shuffle.partitions`, the state partition count), then one line per source offset.
+- Commit log `<ckpt>/commits/<batch>`: `v1` line + `{"nextBatchWatermarkMs":...}` (a `v2` header means
+  checkpoint format v2, with per-store unique ids: not supported by sparkstate).
+- Operator metadata `<ckpt>/state/<op>/_metadata/metadata`: `v1` line + `{"operatorInfo":{"operatorId",
+  "operatorName"},"stateStoreInfo":[{"storeName","numColsPrefixKey","numPartitions"}]}`. Metadata v2
+  (`_metadata/v2/<batch>`) is written only by transformWithState.
+- State schema `<store dir of partition 0>/_metadata/schema`: Java `writeUTF("v2")`, then key and value
+  schema JSON, each as `int32 chunkCount` + chunks of `writeUTF` (u16 length + modified UTF-8).
+
+A repartition batch (Spark's `OfflineStateRepartitionUtils.isRepartitionBatch`) is a batch whose offset
+log entry pins another partition count than the batch before it. On restart, Spark refuses a checkpoint
+whose newest offset log entry is an uncommitted repartition batch (`checkUnfinishedRepartitionOnRestart`).
+"""
+from __future__ import annotations
+
+import json
+import re
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from ..storage import FileIO
+
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+PROVIDER_CLASS_CONF = "spark.sql.streaming.stateStore.providerClass"
+_BATCH_RE = re.compile(r"^\d+$")
+
+
+class RescaleError(Exception):
+    """A rescale was refused or failed; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class OffsetEntry:
+    batch_id: int
+    raw: str                  # exact file content
+    metadata: dict[str, Any]  # parsed OffsetSeqMetadata (key order preserved)
+
+    @property
+    def conf(self) -> dict[str, str]:
+        return dict(self.metadata.get("conf") or {})
+
+    @property
+    def shuffle_partitions(self) -> int | None:
+        value = self.conf.get(SHUFFLE_PARTITIONS)
+        return int(value) if value is not None else None
+
+    def with_partitions(self, num_partitions: int) -> str:
+        """This entry's content with the pinned partition count replaced (what Spark's repartition
+        writes as batch N+1: same offsets, watermark and timestamp, new `spark.sql.shuffle.partitions`)."""
+        lines = self.raw.split("\n")
+        meta = json.loads(lines[1])
+        meta.setdefault("conf", {})[SHUFFLE_PARTITIONS] = str(num_partitions)
+        lines[1] = json.dumps(meta, separators=(",", ":"), ensure_ascii=False)
+        return "\n".join(lines)
+
+
+class SparkLogs:
+    """Read/write access to the offset and commit logs of one checkpoint."""
+
+    def __init__(self, fileio: FileIO, checkpoint: str) -> None:
+        self.fileio, self.checkpoint = fileio, checkpoint
+        self.offsets_dir = fileio.join(checkpoint, "offsets")
+        self.commits_dir = fileio.join(checkpoint, "commits")
+
+    @staticmethod
+    def _batches(names: list[str]) -> list[int]:
+        return sorted(int(n) for n in names if _BATCH_RE.match(n))
+
+    def offset_batches(self) -> list[int]:
+        return self._batches(self.fileio.list(self.offsets_dir))
+
+    def commit_batches(self) -> list[int]:
+        return self._batches(self.fileio.list(self.commits_dir))
+
+    def offset_path(self, batch: int) -> str:
+        return self.fileio.join(self.offsets_dir, str(batch))
+
+    def commit_path(self, batch: int) -> str:
+        return self.fileio.join(self.commits_dir, str(batch))
+
+    def read_offset(self, batch: int) -> OffsetEntry:
+        path = self.offset_path(batch)
+        try:
+            raw = self.fileio.read_bytes(path).decode("utf-8")
+        except FileNotFoundError:
+            raise RescaleError(f"offset log entry {path} is missing") from None
+        lines = raw.split("\n")
+        if lines[0].strip() != "v1":
+            raise RescaleError(f"offset log entry {path} has format {lines[0].strip()!r}; sparkstate rescale "
+                               "supports offset log v1 only")
+        if len(lines) < 2 or not lines[1].startswith("{"):
+            raise RescaleError(f"offset log entry {path} has no metadata line; cannot tell its partition count")
+        try:
+            meta = json.loads(lines[1])
+        except ValueError as e:
+            raise RescaleError(f"offset log entry {path} has unreadable metadata: {e}") from None
+        return OffsetEntry(batch, raw, meta)
+
+    def read_commit(self, batch: int) -> str:
+        path = self.commit_path(batch)
+        try:
+            raw = self.fileio.read_bytes(path).decode("utf-8")
+        except FileNotFoundError:
+            raise RescaleError(f"commit log entry {path} is missing") from None
+        header = raw.split("\n", 1)[0].strip()
+        if header != "v1":
+            raise RescaleError(
+                f"commit log entry {path} has format {header!r} (checkpoint format v2, per-store unique ids); "
+                "sparkstate supports checkpoint format v1 only, so this checkpoint cannot be rescaled")
+        return raw
+
+    def is_repartition_batch(self, batch: int) -> bool:
+        """Spark's rule: the batch pins another partition count than the batch before it."""
+        if batch <= 0:
+            return False
+        cur, prev = self.read_offset(batch).shuffle_partitions, self.read_offset(batch - 1).shuffle_partitions
+        return cur is not None and prev is not None and cur != prev
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    store_name: str
+    num_cols_prefix_key: int
+    num_partitions: int
+
+
+@dataclass(frozen=True)
+class OperatorMetadata:
+    operator_id: int
+    operator_name: str
+    stores: tuple[StoreInfo, ...]
+
+
+def read_operator_metadata(fileio: FileIO, path: str) -> OperatorMetadata:
+    try:
+        raw = fileio.read_bytes(path).decode("utf-8")
+    except FileNotFoundError:
+        raise RescaleError(f"operator metadata {path} is missing") from None
+    header, _, body = raw.partition("\n")
+    if header.strip() != "v1":
+        raise RescaleError(f"operator metadata {path} has version {header.strip()!r}; only v1 (all operators "
+                           "sparkstate serves; v2 is transformWithState's) can be rescaled")
+    doc = json.loads(body)
+    info = doc["operatorInfo"]
+    stores = tuple(StoreInfo(str(s["storeName"]), int(s["numColsPrefixKey"]), int(s["numPartitions"]))
+                   for s in doc["stateStoreInfo"])
+    return OperatorMetadata(int(info["operatorId"]), str(info["operatorName"]), stores)
+
+
+def parse_state_schema(raw: bytes, source: str) -> tuple[dict, dict]:
+    """(key schema, value schema) as StructType JSON dicts from a v2 `_metadata/schema` file."""
+    pos = 0
+
+    def utf() -> str:
+        nonlocal pos
+        (n,) = struct.unpack_from(">H", raw, pos)
+        pos += 2
+        text = raw[pos:pos + n].decode("utf-8")  # schema JSON is ASCII-safe in practice
+        pos += n
+        return text
+
+    def chunks() -> str:
+        nonlocal pos
+        (count,) = struct.unpack_from(">i", raw, pos)
+        pos += 4
+        return "".join(utf() for _ in range(count))
+
+    try:
+        version = utf()
+        if version != "v2":
+            raise RescaleError(f"state schema {source} has version {version!r}; expected v2")
+        key, value = json.loads(chunks()), json.loads(chunks())
+    except (struct.error, ValueError, UnicodeDecodeError) as e:
+        raise RescaleError(f"state schema {source} cannot be parsed: {e}") from None
+    return key, value
+
+
+def is_single_partition_key(key_schema: dict, num_cols_prefix_key: int) -> bool:
+    """Stores whose partition-key columns are none or NullType only (global aggregation, streaming
+    limit) run in one partition whatever the partition count."""
+    fields = key_schema.get("fields") or []
+    if num_cols_prefix_key > 0:
+        fields = fields[:num_cols_prefix_key]
+    return all(f.get("type") == "void" for f in fields)
