@@ -22,6 +22,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import SparkstateError
 from ..storage import FileIO
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
@@ -29,7 +30,7 @@ PROVIDER_CLASS_CONF = "spark.sql.streaming.stateStore.providerClass"
 _BATCH_RE = re.compile(r"^\d+$")
 
 
-class RescaleError(Exception):
+class RescaleError(SparkstateError):
     """A rescale was refused or failed; the message says why and what to do."""
 
 

@@ -1,0 +1,69 @@
+"""`sparkstate rescale --checkpoint PATH --partitions N`: the command-line front of `rescale()`."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TextIO
+
+from .runner import Progress, _mb
+
+
+class ProgressBar:
+    """One text line, redrawn in place on a terminal (one line per change otherwise)."""
+
+    def __init__(self, out: TextIO, width: int = 30) -> None:
+        self.out, self.width = out, width
+        self.tty = out.isatty()
+
+    def __call__(self, p: Progress) -> None:
+        filled = int(self.width * p.partitions_done / max(1, p.partitions_total))
+        bar = "#" * filled + "." * (self.width - filled)
+        line = (f"[{bar}] {p.partitions_done}/{p.partitions_total} new partitions written, "
+                f"{_mb(p.bytes_moved)} moved ({p.rows_moved} entries)  {p.phase}")
+        if self.tty:
+            self.out.write("\r" + line.ljust(100))
+            if p.phase == "done":
+                self.out.write("\n")
+        else:
+            self.out.write(line + "\n")
+        self.out.flush()
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="sparkstate rescale",
+        description="Change the number of state partitions of a STOPPED sparkstate streaming query. A plain "
+                    "restart of the unchanged query then runs with the new count and continues from its state.")
+    p.add_argument("--checkpoint", required=True, help="the query's checkpointLocation")
+    p.add_argument("--partitions", required=True, type=int, help="the new number of state partitions")
+    p.add_argument("--master", default=None, help="Spark master for the rescale job (default local[*])")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra Spark conf, e.g. spark.sql.streaming.stateStore.sparkstate.stateLocation=...")
+    args = p.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from ..errors import SparkstateError
+    from .runner import rescale
+
+    builder = SparkSession.builder.appName("sparkstate-rescale").config("spark.ui.showConsoleProgress", "false")
+    builder = builder.master(args.master or "local[*]")
+    extra = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            p.error(f"--conf expects KEY=VALUE, got {item!r}")
+        builder = builder.config(key, value)
+        extra[key] = value
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        summary = rescale(spark, args.checkpoint, args.partitions, conf=extra, progress=ProgressBar(sys.stdout))
+    except SparkstateError as e:
+        print(f"\nsparkstate rescale: refused/failed: {e}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+    print(summary.describe())
+    return 0
