@@ -5,6 +5,10 @@
   sparkstate conf-docs       print the settings table (the README's table is generated from it)
   sparkstate rescale --checkpoint PATH --partitions N [--master M] [--conf K=V ...]
                              change the number of state partitions of a stopped query (key groups)
+  sparkstate gc --checkpoint PATH [--state-location URI] [--dry-run] [--grace-seconds S] [--conf K=V ...]
+                             delete checkpoint files no manifest references (left by crashed commits);
+                             safe while the query runs. --conf takes sparkstate settings (s3.endpoint=...)
+                             and spark.hadoop.fs.s3a.* / fs.s3a.* keys; otherwise boto3's credential chain.
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="sparkstate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["demo", "jar", "conf-docs", "rescale"])
+    parser.add_argument("command", choices=["demo", "jar", "conf-docs", "gc", "rescale"])
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
         return 0 if argv else 2
@@ -32,11 +36,54 @@ def main(argv: list[str] | None = None) -> int:
         from . import jar_path
         print(jar_path())
         return 0
+    if args.command == "gc":
+        return _gc(rest)
     if args.command == "conf-docs":
         from .config import settings_table_markdown
         print(settings_table_markdown())
         return 0
     return 2
+
+
+def _gc(argv: list[str]) -> int:
+    from .checkpoint.gc import DEFAULT_GRACE_S, collect_garbage, format_report, state_root
+    from .config import PREFIX, Settings
+    from .engine.store import StoreSpec, storage_conf_for
+    from .errors import SparkstateError
+    from .storage import fileio_for
+
+    p = argparse.ArgumentParser(prog="sparkstate gc", description="Delete orphaned sparkstate checkpoint files.")
+    p.add_argument("--checkpoint", required=True, help="the query's checkpointLocation")
+    p.add_argument("--state-location", help="the query's sparkstate stateLocation, if it was set")
+    p.add_argument("--dry-run", action="store_true", help="only report what would be deleted")
+    p.add_argument("--grace-seconds", type=float, default=DEFAULT_GRACE_S,
+                   help=f"keep unreferenced files younger than this (default {DEFAULT_GRACE_S:.0f})")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
+    args = p.parse_args(argv)
+    settings_raw, s3a = {}, {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            p.error(f"--conf expects KEY=VALUE, got {item.split('=')[0]!r}")
+        key = key.removeprefix("spark.hadoop.")
+        if key.startswith("fs.s3a."):
+            s3a[key] = value
+        else:
+            settings_raw[key if key.startswith(PREFIX) else PREFIX + key] = value
+    try:
+        settings = Settings.parse(settings_raw)
+        root = state_root(args.checkpoint, args.state_location or settings.state_location)
+        spec = StoreSpec(checkpoint_location=root, operator_id=0, partition_id=0, store_name="default",
+                         instance_id="gc", query_run_id="gc", key_schema_json="{}", value_schema_json="{}",
+                         num_cols_prefix_key=0, num_partitions=1, min_versions_to_retain=1,
+                         settings=settings, hadoop_s3a=s3a)
+        io = fileio_for(root, storage_conf_for(root, spec))
+        report = collect_garbage(root, io, dry_run=args.dry_run, grace_s=args.grace_seconds)
+    except SparkstateError as e:
+        print(f"sparkstate gc: {e}", file=sys.stderr)
+        return 1
+    print(format_report(report))
+    return 0
 
 
 if __name__ == "__main__":
