@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from sparkstate.engine import Store
+from sparkstate.engine.heap_files import KIND_FULL, apply_file
+from sparkstate.storage.local import local_path
 from sparkstate.errors import VersionNotFoundError
 
 from .conftest import make_spec
@@ -19,6 +21,8 @@ RETAIN = 3
 
 
 class StoreModel(RuleBasedStateMachine):
+    SETTINGS: dict = {}  # backend settings of the stores under test
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="sparkstate-model-")
@@ -31,7 +35,7 @@ class StoreModel(RuleBasedStateMachine):
 
     def _new_store(self) -> Store:
         self.instances += 1
-        spec = make_spec(f"file:{self.dir}/ckpt", f"inst-{self.instances}", retain=RETAIN)
+        spec = make_spec(f"file:{self.dir}/ckpt", f"inst-{self.instances}", retain=RETAIN, **self.SETTINGS)
         return Store(spec, f"{self.dir}/local")
 
     def teardown(self) -> None:
@@ -127,6 +131,36 @@ class StoreModel(RuleBasedStateMachine):
 TestStoreModel = StoreModel.TestCase
 TestStoreModel.settings = settings(max_examples=25, stateful_step_count=25, deadline=None,
                                    suppress_health_check=[HealthCheck.too_slow])
+
+
+class HeapStoreModel(StoreModel):
+    """The same model on the heap backend, with a background full snapshot due after every delta, so
+    snapshots are written while later batches write, commit, abort and reload older versions."""
+
+    SETTINGS = {"backend": "heap", "heap_snapshot_every": 1, "heap_max_versions_in_memory": 2}
+
+    @rule()
+    def maintenance_snapshot(self):
+        self.store.maintenance_snapshot()
+
+    @rule()
+    def background_snapshot_holds_exactly_its_version(self):
+        backend = self.store._backend
+        if backend is None:
+            return
+        assert backend.wait_for_background(30)
+        result = backend.runner.last_result
+        if result is None or result.version not in self.committed:
+            return
+        data: dict[bytes, bytes] = {}
+        fm = self.store.file_manager
+        apply_file(data, local_path(fm.file_path(result.ref.remote)), KIND_FULL, result.version, "test")
+        assert data == self.committed[result.version]  # never a later write, never a lost entry
+
+
+TestHeapStoreModel = HeapStoreModel.TestCase
+TestHeapStoreModel.settings = settings(max_examples=30, stateful_step_count=30, deadline=None,
+                                       suppress_health_check=[HealthCheck.too_slow])
 
 
 def test_deleted_versions_are_reported(tmp_path):

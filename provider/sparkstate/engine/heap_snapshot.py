@@ -168,6 +168,7 @@ class BackgroundSnapshotRunner:
         self._result: FullResult | None = None
         self._cancel = threading.Event()
         self.last_error: BaseException | None = None
+        self.last_result: FullResult | None = None
         self.completed = 0
 
     @property
@@ -194,6 +195,7 @@ class BackgroundSnapshotRunner:
                                         prepare_ms=prepare_ms, upload_ms=_ms(time.perf_counter() - t1))
                     with self._lock:
                         self._result = result
+                        self.last_result = result  # diagnostics and tests; never consumed
                         self.completed += 1
             except BaseException as e:  # noqa: BLE001 - background: remember, log, retry at the next due commit
                 self.last_error = e

@@ -1,0 +1,213 @@
+"""Heap backend: sync deltas vs background full snapshots, chains, memory cap, crash during a write."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from sparkstate.engine import Store
+from sparkstate.engine.heap_files import parse_local_name
+from sparkstate.errors import CheckpointError
+from tests.storage.faulty import FaultyFileIO
+
+from .conftest import contents, make_spec, settle
+
+pytestmark = pytest.mark.parametrize("backend", ["heap"])
+
+
+def kv(i: int, tag: bytes = b"v") -> tuple[bytes, bytes]:
+    return (i % 5).to_bytes(4, "big") + b"key-%05d" % i, tag + b"%d" % i
+
+
+def chain(store: Store, version: int) -> list[tuple[str, int]]:
+    return [parse_local_name(r.local) for r in store.file_manager.read_manifest(version).shared_files]
+
+
+def test_full_snapshot_in_background_becomes_the_chain_base(new_store):
+    s = new_store(heap_snapshot_every=3)
+    s.load(0)
+    for v in range(1, 8):
+        s.apply_batch([kv(i, b"%d-" % v) for i in range(v * 10)])
+        m = s.commit().metrics
+        assert m["sparkstateFilesUploaded"] >= 1 and m["sparkstateBytesUploaded"] > 0
+        s.load(v)
+        settle(s)
+    # full-3 written after commit 3, used from commit 4; full-6 from commit 7
+    assert chain(s, 3) == [("heap-delta", 1), ("heap-delta", 2), ("heap-delta", 3)]
+    assert chain(s, 5) == [("heap-full", 3), ("heap-delta", 4), ("heap-delta", 5)]
+    assert chain(s, 7) == [("heap-full", 6), ("heap-delta", 7)]
+    assert s.metrics().custom["sparkstateUploadMs"] >= 0
+    for v in (3, 5, 7):
+        fresh = new_store(f"check-{v}")
+        assert fresh.load(v).source == "checkpoint"
+        assert contents(fresh) == dict(kv(i, b"%d-" % v) for i in range(v * 10))
+
+
+def test_empty_commit_writes_no_delta(new_store):
+    s = new_store()
+    s.load(0)
+    s.apply_batch([kv(1)])
+    s.commit()
+    s.load(1)
+    assert s.commit().metrics["sparkstateFilesUploaded"] == 0
+    assert chain(s, 2) == [("heap-delta", 1)]
+    fresh = new_store("inst-2")
+    fresh.load(2)
+    assert contents(fresh) == dict([kv(1)])
+
+
+def test_versions_in_memory_are_capped(new_store):
+    s = new_store(heap_max_versions_in_memory=2)
+    s.load(0)
+    for v in range(1, 5):
+        s.apply_batch([kv(v)])
+        s.commit()
+        s.load(v)
+    assert s.load(3).source == "memory"            # retained: rolled back in place
+    assert contents(s) == dict(kv(i) for i in range(1, 4))
+    assert s.load(1).source == "checkpoint"        # evicted
+    assert contents(s) == dict([kv(1)])
+
+
+def test_failed_background_snapshot_leaves_every_version_loadable(new_store):
+    io = FaultyFileIO()
+    io.fail("upload_file", "*full-*")
+    s = new_store(fileio=io, heap_snapshot_every=1)
+    s.load(0)
+    for v in range(1, 4):
+        s.apply_batch([kv(i) for i in range(v * 5)])
+        s.commit()
+        s.load(v)
+        settle(s)
+    assert isinstance(s._backend.runner.last_error, OSError)
+    assert [k for k, _ in chain(s, 3)] == ["heap-delta"] * 3
+    io.heal()
+    s.maintenance_snapshot()
+    settle(s)
+    s.apply_batch([kv(100)])
+    s.commit()
+    assert chain(s, 4) == [("heap-full", 3), ("heap-delta", 4)]
+    fresh = new_store("inst-2")
+    fresh.load(4)
+    assert contents(fresh) == dict([kv(i) for i in range(15)] + [kv(100)])
+
+
+def test_commit_does_not_wait_for_the_background_snapshot(new_store):
+    """A full snapshot blocked in its upload does not block the following commits."""
+    gate = threading.Event()
+
+    class BlockingIO(FaultyFileIO):
+        def upload_file(self, local_path_, path):
+            if "full-" in path:
+                assert gate.wait(30)
+            return super().upload_file(local_path_, path)
+
+    s = new_store(fileio=BlockingIO(), heap_snapshot_every=1)
+    s.load(0)
+    s.apply_batch([kv(i) for i in range(50)])
+    s.commit()                         # starts the background snapshot of version 1, which blocks
+    for v in range(2, 6):
+        s.load(v - 1)
+        s.apply_batch([kv(i, b"w") for i in range(v)] + [(kv(40 + v)[0], None)])
+        assert s.commit().version == v
+    assert s._backend.runner.busy
+    assert s.load(5).source == "memory"
+    gate.set()
+    settle(s)
+    s.apply_batch([kv(999)])
+    s.commit()
+    assert chain(s, 6)[0] == ("heap-full", 1)
+    fresh = new_store("inst-2")
+    fresh.load(6)
+    s.load(6)
+    assert contents(fresh) == contents(s)
+
+
+def test_retry_rolls_back_while_a_background_snapshot_reads_a_later_version(new_store):
+    gate = threading.Event()
+
+    class SlowIO(FaultyFileIO):
+        def upload_file(self, local_path_, path):
+            if "full-" in path:
+                gate.wait(0.5)
+            return super().upload_file(local_path_, path)
+
+    s = new_store(fileio=SlowIO(), heap_snapshot_every=2)
+    s.load(0)
+    s.apply_batch([kv(1)])
+    s.commit()
+    s.load(1)
+    s.apply_batch([kv(2)])
+    s.commit()                         # full snapshot of 2 starts in the background
+    assert s.load(1).source == "memory"  # waits for it, then rolls back
+    assert contents(s) == dict([kv(1)])
+
+
+def test_wrong_backend_checkpoint_is_a_clear_error(backend, tmp_path):
+    ckpt = f"file:{tmp_path}/ckpt"
+    r = Store(make_spec(ckpt, "a", backend="rocksdb"), str(tmp_path / "l1"))
+    r.load(0)
+    r.apply_batch([kv(1)])
+    r.commit()
+    r.close()
+    h = Store(make_spec(ckpt, "b", backend="heap"), str(tmp_path / "l2"))
+    with pytest.raises(CheckpointError, match="written by the 'rocksdb' backend"):
+        h.load(1)
+    h.close()
+
+
+CRASHING_WRITER = textwrap.dedent("""
+    import sys, time
+    from sparkstate.engine import Store
+    from sparkstate.storage import LocalFileIO
+    from tests.engine.conftest import make_spec
+
+    class StuckIO(LocalFileIO):
+        def upload_file(self, local_path_, path):
+            if "full-" in path:
+                print("SNAPSHOT-IN-FLIGHT", flush=True)
+                time.sleep(600)  # killed here, mid background write
+            return super().upload_file(local_path_, path)
+
+    ckpt, local = sys.argv[1], sys.argv[2]
+    s = Store(make_spec(ckpt, "victim", backend="heap", heap_snapshot_every=2), local, fileio=StuckIO())
+    s.load(0)
+    for v in range(1, 5):
+        s.apply_batch([(b"\\0\\0\\0\\1k%d" % i, b"%d" % (v * 1000 + i)) for i in range(v * 20)]
+                      + [(b"\\0\\0\\0\\1k0", None)])
+        s.commit()
+        s.load(v)
+    print("COMMITTED 4", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_worker_killed_during_background_write_recovers_every_committed_version(backend, tmp_path):
+    ckpt = f"file:{tmp_path}/ckpt"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.Popen([sys.executable, "-c", CRASHING_WRITER, ckpt, str(tmp_path / "local")],
+                            stdout=subprocess.PIPE, text=True, cwd=root)
+    try:
+        lines = []
+        while "COMMITTED 4" not in lines:
+            line = proc.stdout.readline()
+            assert line, f"writer died early: {lines}"
+            lines.append(line.strip())
+        assert "SNAPSHOT-IN-FLIGHT" in lines
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    for v in range(1, 5):
+        s = Store(make_spec(ckpt, f"recover-{v}", backend="heap"), str(tmp_path / "local2"))
+        assert s.load(v).source == "checkpoint"
+        assert contents(s) == {b"\0\0\0\1k%d" % i: b"%d" % (v * 1000 + i) for i in range(1, v * 20)}
+        s.close()
+    # and the query continues from the last version
+    s = Store(make_spec(ckpt, "next", backend="heap"), str(tmp_path / "local3"))
+    s.load(4)
+    s.apply_batch([(b"\0\0\0\1after", b"crash")])
+    assert s.commit().version == 5
+    s.close()

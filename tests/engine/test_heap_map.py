@@ -1,0 +1,77 @@
+"""VersionedMap: copy-on-write views, rollback, prefix index, accounting."""
+from sparkstate.engine.heap_map import ABSENT, VersionedMap, scan_prefix_length
+
+
+def view_dict(m: VersionedMap, view, prefix=b"") -> dict:
+    keys = m.view_keys(view, prefix)
+    rows, pos = m.read_chunk(view, keys, 0, 1 << 30, 1 << 60)
+    assert pos == len(keys)
+    return dict(rows)
+
+
+def test_freeze_is_o1_and_views_never_see_later_writes():
+    m = VersionedMap({b"a": b"1", b"b": b"2"}, prefix_index=False)
+    v1 = m.freeze(1)
+    assert v1.before == {}  # nothing copied at freeze
+    m.apply([(b"a", b"10"), (b"c", b"3"), (b"b", None), (b"a", b"11")])
+    assert v1.before == {b"a": b"1", b"c": ABSENT, b"b": b"2"}  # first write of each key only
+    v2 = m.freeze(2)
+    m.apply([(b"c", None), (b"d", b"4")])
+    assert view_dict(m, v1) == {b"a": b"1", b"b": b"2"}
+    assert view_dict(m, v2) == {b"a": b"11", b"c": b"3"}
+    assert m.changes_since(v2) == [(b"c", None), (b"d", b"4")]
+    assert sorted(m.changes_since(v1)) == [(b"a", b"11"), (b"b", None), (b"d", b"4")]
+
+
+def test_drop_merges_into_older_view_and_rollback_restores():
+    m = VersionedMap({b"a": b"1"}, prefix_index=False)
+    v1 = m.freeze(1)
+    m.apply([(b"a", b"2")])
+    v2 = m.freeze(2)
+    m.apply([(b"a", b"3"), (b"b", b"x")])
+    cursor_view = m.freeze(None, pin=True)
+    m.apply([(b"b", None)])
+    m.unpin(cursor_view)             # reader-only view: dropped, its image merged into v2's
+    assert m.chain_length() == 2
+    assert view_dict(m, v2) == {b"a": b"2"} and view_dict(m, v1) == {b"a": b"1"}
+    m.retire(v2)                      # a middle view: merged into v1
+    assert view_dict(m, v1) == {b"a": b"1"}
+    m.rollback_to(v1)
+    assert m.get(b"a") == b"1" and m.get(b"b") is None and len(m) == 1 and m.chain_length() == 1
+
+
+def test_pinned_view_stays_until_unpinned():
+    m = VersionedMap({}, prefix_index=False)
+    v1 = m.freeze(1)
+    m.pin(v1)
+    m.apply([(b"k", b"v")])
+    m.retire(v1)
+    assert m.chain_length() == 1 and view_dict(m, v1) == {}
+    m.unpin(v1)
+    assert m.chain_length() == 0
+
+
+def test_prefix_index_scans_only_the_prefix():
+    def key(kg: int, prefix: bytes, rest: bytes) -> bytes:
+        return kg.to_bytes(4, "big") + len(prefix).to_bytes(4, "big") + prefix + rest
+
+    m = VersionedMap({key(1, b"p", b"1"): b"a", key(1, b"q", b"1"): b"b"}, prefix_index=True)
+    scan = key(1, b"p", b"")
+    assert scan_prefix_length(scan) == len(scan)
+    view = m.freeze(None, pin=True)
+    m.apply([(key(1, b"p", b"2"), b"c"), (key(1, b"p", b"1"), None)])
+    assert view_dict(m, view, scan) == {key(1, b"p", b"1"): b"a"}
+    m.unpin(view)
+    now = m.freeze(None, pin=True)
+    assert view_dict(m, now, scan) == {key(1, b"p", b"2"): b"c"}
+    assert sorted(m._index) == sorted([key(1, b"p", b""), key(1, b"q", b"")])
+
+
+def test_memory_estimate_tracks_payload():
+    m = VersionedMap({}, prefix_index=False)
+    assert m.memory_used_bytes() == 0
+    m.apply([(b"k%05d" % i, b"x" * 100) for i in range(1000)])
+    one = m.memory_used_bytes()
+    assert 1000 * 106 < one < 1000 * 400
+    m.apply([(b"k%05d" % i, None) for i in range(500)])
+    assert m.memory_used_bytes() < one * 0.6
