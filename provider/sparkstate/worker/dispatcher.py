@@ -14,6 +14,7 @@ from typing import Callable, Protocol
 from . import protocol as p
 
 CHUNK_MAX_ROWS = 4096
+_pack_int = p.INT.pack
 CHUNK_MAX_BYTES = 1 << 20
 
 
@@ -40,6 +41,13 @@ class Session:
     # -- one frame ---------------------------------------------------------------------------
     def handle(self, op: int, handle: int, payload: bytes) -> bytes | None:
         """Apply one frame; return the response bytes of a synchronous frame, None otherwise."""
+        if op == p.OP_GET and self._pending_error is None:
+            # The per-key hot path (one per state lookup): no extra call layers.
+            try:
+                value = self._store_of(handle).get(payload)
+            except Exception as exc:
+                return p.encode_error(_describe(exc, op, handle))
+            return p.ABSENT if value is None else _pack_int(len(value)) + value
         if op in p.SYNC_OPS:
             if self._pending_error is not None:
                 error, self._pending_error = self._pending_error, None
