@@ -130,9 +130,11 @@ def store_spec_doc(plan: Plan, store: StorePlan, part: int, instance_id: str) ->
 
 
 def normalize_checkpoint(path: str) -> str:
-    if "://" in path or path.startswith("file:"):
+    """Local paths (plain or `file:` URIs) as absolute paths; other URIs as given."""
+    local = _local_dir(path)
+    if local is None:
         return path.rstrip("/")
-    return os.path.abspath(path)
+    return os.path.abspath(local)
 
 
 def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, str] | None = None,

@@ -49,6 +49,7 @@ class Progress:
 @dataclass
 class RescaleSummary:
     checkpoint: str
+    backend: str             # of the stores, read from their manifests (and written the same)
     old_partitions: int
     new_partitions: int
     batch_id: int            # the synthetic repartition batch
@@ -63,7 +64,7 @@ class RescaleSummary:
 
     def describe(self) -> str:
         return (f"rescaled {self.checkpoint}: {self.old_partitions} -> {self.new_partitions} partitions as batch "
-                f"{self.batch_id} (state version {self.state_version}); {self.operators} operator(s), "
+                f"{self.batch_id} (state version {self.state_version}, {self.backend} backend); {self.operators} operator(s), "
                 f"{self.stores} store(s) written, {self.rows} entries, {_mb(self.data_bytes)} of state moved, "
                 f"{_mb(self.bytes_uploaded)} written, {self.partitions_skipped} partition(s) reused from an "
                 f"interrupted run, in {self.seconds:.1f} s")
@@ -102,7 +103,7 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str,
     if progress:
         progress(Progress(len(results), plan.new_partitions, moved, rows, "done"))
     return RescaleSummary(
-        checkpoint=checkpoint, old_partitions=plan.old_partitions, new_partitions=plan.new_partitions,
+        checkpoint=checkpoint, backend=plan.backend, old_partitions=plan.old_partitions, new_partitions=plan.new_partitions,
         batch_id=plan.new_batch, state_version=plan.new_version,
         operators=len({s.operator_id for s in plan.stores}), stores=sum(r["stores"] for r in results),
         rows=rows, data_bytes=moved, bytes_uploaded=sum(r["bytesUploaded"] for r in results),
