@@ -1,8 +1,12 @@
 """Heap backend: the state lives in a Python dict in the worker, versioned with copy-on-write views.
 
+Writes after version v (asynchronous to the commit, on the task thread while the batch runs): each
+  `apply_batch` is applied to the map and appended to the journal `delta-<v+1>.arrow` (heap_snapshot).
 Commit of version v+1 (synchronous part, what Spark waits for):
-  freeze v+1 as a view (O(1)) + gather the keys written since v (O(keys written)), write
-  `delta-<v+1>.arrow` and the manifest. Nothing proportional to the state size happens here.
+  freeze v+1 as a view (O(1)), finish the journal (end of stream + fsync; the tail is at most one
+  record batch already written), write the manifest. Nothing proportional to the state size, or to the
+  number of keys written, happens here. If the journal was lost (a write failed to append, or writes
+  survived a failed commit), the commit falls back to gathering the changes since v (O(keys written)).
 Background (one runner): every `heap.snapshotEveryVersions` deltas, a full snapshot of a pinned view is
   written while the next micro-batches run; the first commit after it completes uses it as the new base
   of the chain (see heap_snapshot). Retention then drops the older deltas with their manifests.
@@ -13,6 +17,7 @@ Memory: the live dict, the before images of retained views (at most `heap.maxVer
 """
 from __future__ import annotations
 
+import logging
 from typing import Sequence
 
 from ..checkpoint import Manifest
@@ -21,7 +26,10 @@ from . import heap_files as hf
 from .backend import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
 from .heap_map import VersionedMap, View
 from .heap_restore import choose_restore
-from .heap_snapshot import BackgroundSnapshotRunner, DeltaResources, FullResult, HeapDeltaSnapshot, HeapFullSnapshot
+from .heap_snapshot import (BackgroundSnapshotRunner, DeltaJournal, DeltaResources, FullResult, HeapDeltaSnapshot,
+                            HeapFullSnapshot)
+
+log = logging.getLogger(__name__)
 
 
 class HeapCursor(Cursor):
@@ -70,10 +78,13 @@ class HeapBackend(Backend):
         self._closed = False
         self._last_full_ms = 0
         self._fulls_reported = 0
+        self._journal: DeltaJournal | None = None  # delta of head+1 being written; None: no writes yet
+        self._journal_lost = False                # writes after the head that no journal holds
         self._reset(data, version, files)
 
     def _reset(self, data: dict[bytes, bytes], version: int, files: tuple) -> None:
         self._close_cursors()
+        self._drop_journal()
         self._map = VersionedMap(data, prefix_index=self.ctx.num_cols_prefix_key > 0)
         self._full = HeapFullSnapshot(self.ctx, self._map)
         self._head: View = self._map.freeze(version)
@@ -91,7 +102,57 @@ class HeapBackend(Backend):
 
     def apply_batch(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         self._check_open()
-        self._map.apply(records)
+        self._map.take_garbage()  # images of versions evicted by the last commit
+        if not records:
+            return
+        try:
+            self._map.apply(records)
+        except BaseException:
+            self._lose_journal()
+            raise
+        if self._journal_lost:
+            return
+        try:
+            if self._journal is None:
+                self._journal = DeltaJournal(self.ctx, self._head.version + 1)  # type: ignore[operator]
+            self._journal.append(records)
+        except Exception as e:  # noqa: BLE001 - the commit gathers the delta from memory instead
+            log.warning("heap delta journal of version %d failed (%r); this commit will write its delta "
+                        "from memory", self._head.version + 1, e)  # type: ignore[operator]
+            self._lose_journal()
+
+    # ---- journal of the version being written ----------------------------------------------------
+    def _drop_journal(self) -> None:
+        """Delete the unfinished journal (its writes were rolled back or are being discarded)."""
+        journal, self._journal = self._journal, None
+        self._journal_lost = False
+        if journal is not None:
+            try:
+                journal.discard()
+            except OSError as e:  # an orphan at worst: never referenced by a manifest
+                log.warning("could not delete an aborted heap delta journal: %r", e)
+
+    def _lose_journal(self) -> None:
+        self._drop_journal()
+        self._journal_lost = True
+
+    def _take_journal(self, version: int) -> DeltaJournal | None:
+        """The journal holding every write since the head, rebuilt from memory if it was lost."""
+        if not self._journal_lost and (self._journal is None or self._journal.version == version):
+            journal, self._journal = self._journal, None
+            return journal
+        self._drop_journal()  # lost, or journaling another version than the one committed: rebuild
+        records = self._map.changes_since(self._head)
+        if not records:
+            return None
+        journal = DeltaJournal(self.ctx, version)
+        try:
+            journal.append(records)
+        except BaseException:
+            journal.discard()
+            self._journal_lost = True
+            raise
+        return journal
 
     def open_cursor(self, prefix: bytes) -> Cursor:
         self._check_open()
@@ -117,6 +178,7 @@ class HeapBackend(Backend):
             if self._map.is_pinned_after(view):
                 return False
         self._map.rollback_to(view)
+        self._drop_journal()
         order = list(self._committed)
         for v in order[order.index(version) + 1:]:
             del self._committed[v]
@@ -140,7 +202,9 @@ class HeapBackend(Backend):
 
     def prepare_snapshot(self, version: int) -> SnapshotResources:
         self._check_open()
-        return self._delta.prepare(self._map, self._head, version, self._base_files(self._runner.peek_result()))
+        base = self._base_files(self._runner.peek_result())
+        journal = self._take_journal(version)
+        return self._delta.prepare(self._map, version, base, journal)
 
     def upload_snapshot(self, resources: SnapshotResources) -> SnapshotOutcome:
         assert isinstance(resources, DeltaResources) and resources.new_view is not None
@@ -148,6 +212,7 @@ class HeapBackend(Backend):
             outcome, adopted, delta_ms = self._delta.upload(resources)
         except BaseException:
             self._map.retire(resources.new_view)  # not committed: writes stay on top of the old head
+            self._journal_lost = True             # ... and no journal holds them any more
             raise
         full = self._runner.peek_result()
         if full is not None and full.ref in resources.base_files:
@@ -158,6 +223,7 @@ class HeapBackend(Backend):
             # Another attempt committed this version first: its manifest is durable, our live map is not
             # that version. Keep the old head; the store marks itself dirty and restores on next load.
             self._map.retire(resources.new_view)
+            self._journal_lost = True
             outcome.adopted = True
         else:
             view = resources.new_view
@@ -189,6 +255,8 @@ class HeapBackend(Backend):
 
     def maintenance_snapshot(self) -> None:
         """Start the background full snapshot if one is due and none is running (never waits)."""
+        if not self._closed:
+            self._map.take_garbage()
         self._maybe_start_full()
 
     def wait_for_background(self, timeout: float | None = None) -> bool:
@@ -209,6 +277,7 @@ class HeapBackend(Backend):
         if self._closed:
             return
         self._close_cursors()
+        self._drop_journal()
         self._runner.cancel()  # stops at its next chunk; its staging files are removed, nothing published
         self._closed = True
         self._committed.clear()

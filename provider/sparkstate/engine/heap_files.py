@@ -1,8 +1,11 @@
-"""Heap backend checkpoint files: Arrow IPC (file format) with compressed record batches.
+"""Heap backend checkpoint files: Arrow IPC with compressed record batches.
 
-Byte layout: a standard Arrow IPC file (magic `ARROW1`, schema, record batches, footer). Each record
-batch body is compressed with the codec chosen by `heap.compression` (lz4 frame or zstd; Arrow records
-the codec per batch, so readers need no setting). Schema, fixed for format version 1:
+Byte layout: full snapshots (format version 1) are Arrow IPC *files* (magic `ARROW1`, schema, record
+batches, footer). Deltas (format version 2) are Arrow IPC *streams* (schema, record batches,
+end-of-stream marker, no footer): the journal of the version's writes, appended while the batch runs.
+Delta format version 1 (an IPC file holding each changed key once) is still read. Each record batch
+body is compressed with the codec chosen by `heap.compression` (lz4 frame or zstd; Arrow records the
+codec per batch, so readers need no setting). Schema (both versions):
 
     kg     int32  not null   key group (first 4 bytes of the storage key, big-endian signed)
     key    binary not null   storage key
@@ -11,15 +14,20 @@ the codec per batch, so readers need no setting). Schema, fixed for format versi
 Schema metadata (our magic and format version):
 
     sparkstate.format         "heap-delta" | "heap-full"
-    sparkstate.formatVersion  "1"   (readers refuse other versions)
+    sparkstate.formatVersion  "1" (full, legacy delta) | "2" (journaled delta); others are refused
     sparkstate.version        store version the file belongs to (decimal)
-    sparkstate.rows           number of rows (decimal)
+    sparkstate.rows           number of rows (decimal; -1 when streamed)
+
+A v2 delta holds the version's writes in the order they were applied, removes as null values, a key
+possibly several times: replay applies the rows in order (last write wins).
 
 File names (the `local` name in the manifest): `delta-<version>.arrow`, `full-<version>.arrow`.
 """
 from __future__ import annotations
 
+import os
 import re
+import zlib
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -27,9 +35,11 @@ import pyarrow as pa
 
 from ..errors import CorruptCheckpointError
 
-FORMAT_VERSION = "1"
 KIND_DELTA = "heap-delta"
 KIND_FULL = "heap-full"
+FORMAT_VERSION = "1"          # full snapshots, and the legacy delta written by `encode`
+DELTA_FORMAT_VERSION = "2"    # journaled deltas (IPC stream)
+_READABLE = {KIND_DELTA: ("1", "2"), KIND_FULL: ("1",)}
 BATCH_ROWS = 65536
 _NAME = re.compile(r"^(delta|full)-(\d+)\.arrow$")
 
@@ -37,8 +47,8 @@ _FIELDS = [pa.field("kg", pa.int32(), nullable=False), pa.field("key", pa.binary
            pa.field("value", pa.binary(), nullable=True)]
 
 
-def schema(kind: str, version: int, rows: int) -> pa.Schema:
-    return pa.schema(_FIELDS, metadata={"sparkstate.format": kind, "sparkstate.formatVersion": FORMAT_VERSION,
+def schema(kind: str, version: int, rows: int, format_version: str = FORMAT_VERSION) -> pa.Schema:
+    return pa.schema(_FIELDS, metadata={"sparkstate.format": kind, "sparkstate.formatVersion": format_version,
                                         "sparkstate.version": str(version), "sparkstate.rows": str(rows)})
 
 
@@ -82,7 +92,8 @@ def _batch(rows: Sequence[tuple[bytes, bytes | None]]) -> pa.RecordBatch:
 
 
 def encode(kind: str, version: int, rows: Sequence[tuple[bytes, bytes | None]], compression: str) -> bytes:
-    """A whole (small) file in memory: used for deltas."""
+    """A whole (small) format-v1 file in memory. The backend no longer writes v1 deltas (see
+    `JournalWriter`); kept to test that they stay readable."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, schema(kind, version, len(rows)), options=_options(compression)) as w:
         for i in range(0, len(rows), BATCH_ROWS):
@@ -111,23 +122,105 @@ class StreamingWriter:
             self._sink.close()
 
 
-def read(path: str, kind: str, version: int, source: str) -> Iterator[tuple[list[bytes], list[bytes | None]]]:
-    """(keys, values) per record batch of a verified local copy; checks magic, format and version."""
+class _CrcSink:
+    """File-like sink for pyarrow: writes through to an OS file, keeping size and crc32 as it goes."""
+
+    def __init__(self, f) -> None:
+        self._f = f
+        self.size = 0
+        self.crc = 0
+        self.closed = False
+
+    def write(self, data) -> int:
+        mv = memoryview(data)
+        self.crc = zlib.crc32(mv, self.crc)
+        self.size += mv.nbytes
+        self._f.write(mv)
+        return mv.nbytes
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def close(self) -> None:
+        self.closed = True  # the OS file is closed by JournalWriter, after fsync
+
+
+class JournalWriter:
+    """A v2 delta being written while its version's batch runs: one compressed record batch per
+    `append` (split at BATCH_ROWS). `finish` ends the stream and fsyncs; `discard` deletes the file."""
+
+    def __init__(self, path: str, version: int, compression: str) -> None:
+        self.path = path
+        self._file = open(path, "xb")
+        try:
+            self._sink = _CrcSink(self._file)
+            self._writer = pa.ipc.new_stream(pa.PythonFile(self._sink, mode="w"),
+                                             schema(KIND_DELTA, version, -1, DELTA_FORMAT_VERSION),
+                                             options=_options(compression))
+        except BaseException:
+            self._file.close()
+            os.remove(path)
+            raise
+        self.rows = 0
+
+    def append(self, rows: Sequence[tuple[bytes, bytes | None]]) -> None:
+        for chunk in chunks(rows, BATCH_ROWS):
+            self._writer.write_batch(_batch(chunk))
+            self.rows += len(chunk)
+
+    def finish(self) -> tuple[int, int]:
+        """End the stream, flush and fsync the file; returns (size, crc32)."""
+        self._writer.close()
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        return self._sink.size, self._sink.crc
+
+    def discard(self) -> None:
+        try:
+            self._file.close()
+        finally:
+            try:
+                os.remove(self.path)
+            except FileNotFoundError:
+                pass
+
+
+def _open(path: str, source: str):
+    """(schema, record batch iterator) of an IPC file (magic ARROW1) or an IPC stream."""
     try:
-        reader = pa.ipc.open_file(pa.memory_map(path, "r"))
+        with open(path, "rb") as f:
+            is_file = f.read(6) == b"ARROW1"
+        src = pa.memory_map(path, "r")
+        if is_file:
+            reader = pa.ipc.open_file(src)
+            return reader.schema, is_file, (reader.get_batch(i) for i in range(reader.num_record_batches))
+        reader = pa.ipc.open_stream(src)
+        return reader.schema, is_file, iter(reader)
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptCheckpointError(f"heap checkpoint file {source} is not a readable Arrow IPC file: {e}") from None
-    meta = {k.decode(): v.decode() for k, v in (reader.schema.metadata or {}).items()}
+
+
+def read(path: str, kind: str, version: int, source: str) -> Iterator[tuple[list[bytes], list[bytes | None]]]:
+    """(keys, values) per record batch of a verified local copy; checks magic, format and version."""
+    file_schema, is_file, batches = _open(path, source)
+    meta = {k.decode(): v.decode() for k, v in (file_schema.metadata or {}).items()}
     if meta.get("sparkstate.format") != kind or meta.get("sparkstate.version") != str(version):
         raise CorruptCheckpointError(
             f"heap checkpoint file {source} holds {meta.get('sparkstate.format')} of version "
             f"{meta.get('sparkstate.version')}, expected {kind} of version {version}")
-    if meta.get("sparkstate.formatVersion") != FORMAT_VERSION:
-        raise CorruptCheckpointError(f"heap checkpoint file {source} has format version "
-                                     f"{meta.get('sparkstate.formatVersion')}; this sparkstate reads {FORMAT_VERSION}")
-    for i in range(reader.num_record_batches):
-        b = reader.get_batch(i)
-        yield b.column(1).to_pylist(), b.column(2).to_pylist()
+    fmt = meta.get("sparkstate.formatVersion")
+    if fmt not in _READABLE[kind]:
+        raise CorruptCheckpointError(f"heap checkpoint file {source} has format version {fmt}; this "
+                                     f"sparkstate reads {' and '.join(_READABLE[kind])} for {kind}")
+    if is_file != (fmt == "1"):
+        raise CorruptCheckpointError(f"heap checkpoint file {source}: format version {fmt} must be an Arrow IPC "
+                                     f"{'file' if fmt == '1' else 'stream'}")
+    try:
+        for b in batches:
+            yield b.column(1).to_pylist(), b.column(2).to_pylist()
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptCheckpointError(f"heap checkpoint file {source} is truncated or corrupt: {e}") from None
 
 
 def apply_file(data: dict[bytes, bytes], path: str, kind: str, version: int, source: str) -> None:

@@ -10,7 +10,7 @@ the live dict answers. So:
 - a write copies the old value into the newest view's image on the first write of that key (copy on
   write; values are immutable bytes, so "copy" is a reference, never a deep copy);
 - dropping view i merges its image into view i-1's (`setdefault`: the older image wins), O(|image|);
-  dropping the oldest view is free;
+  dropping the oldest view is O(1) (its image is freed later, by `take_garbage`);
 - rolling the live dict back to view i applies the images newest-first, O(keys changed since i).
 
 Views are either committed versions (the backend keeps the newest few) or pinned readers: a cursor
@@ -79,6 +79,7 @@ class VersionedMap:
     def __init__(self, data: dict[bytes, bytes], prefix_index: bool) -> None:
         self._live = data
         self._chain: list[View] = []
+        self._garbage: list[dict] = []  # images of dropped views, freed by take_garbage
         self._lock = threading.Lock()
         self._index: dict[bytes, set[bytes]] | None = None
         self._payload = sum(map(len, data)) + sum(map(len, data.values()))
@@ -169,7 +170,18 @@ class VersionedMap:
             older = self._chain[i - 1].before
             for k, v in view.before.items():
                 older.setdefault(k, v)
+        elif view.before:
+            # Dropping the oldest view frees its image: O(keys in it). Defer that to `take_garbage`
+            # (the next write batch), so a commit that evicts an old version stays O(1).
+            self._garbage.append(view.before)
+            view.before = {}
         del self._chain[i]
+
+    def take_garbage(self) -> None:
+        """Free the images of dropped views (outside the lock; the caller's thread pays for it)."""
+        with self._lock:
+            garbage, self._garbage = self._garbage, []
+        garbage.clear()
 
     def is_pinned_after(self, view: View) -> bool:
         with self._lock:
@@ -279,13 +291,14 @@ class VersionedMap:
     # ---- accounting ------------------------------------------------------------------------------
     def memory_used_bytes(self) -> int:
         """Estimate: payload bytes + per-object overheads measured at import (sys.getsizeof) for the live
-        dict, the before images (their old values are kept alive only by them) and the prefix index."""
+        dict, the before images (their old values are kept alive only by them; including dropped ones not
+        yet freed) and the prefix index."""
         with self._lock:
             n = len(self._live)
             total = self._payload + n * (2 * BYTES_OBJECT_OVERHEAD + DICT_ENTRY_BYTES)
-            for view in self._chain:
-                total += len(view.before) * DICT_ENTRY_BYTES
-                total += sum(len(v) + BYTES_OBJECT_OVERHEAD for v in view.before.values()  # type: ignore[arg-type]
+            for image in [view.before for view in self._chain] + self._garbage:
+                total += len(image) * DICT_ENTRY_BYTES
+                total += sum(len(v) + BYTES_OBJECT_OVERHEAD for v in image.values()  # type: ignore[arg-type]
                              if v is not ABSENT)
             if self._index is not None:
                 total += n * SET_ENTRY_BYTES + len(self._index) * (DICT_ENTRY_BYTES + 2 * BYTES_OBJECT_OVERHEAD + 64)

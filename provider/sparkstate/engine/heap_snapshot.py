@@ -1,9 +1,16 @@
 """Snapshot strategies of the heap backend, each in two phases (prepare on the caller's thread, upload).
 
+DeltaJournal (while the batch runs): every `apply_batch` after the head version appends its records to
+  `delta-<v>.arrow` of the version being written (an Arrow IPC stream, one compressed record batch per
+  call). On local storage it is written in place under its final, per-attempt remote name
+  `<v>-<attempt>-delta-<v>.arrow`; elsewhere in a local staging directory, uploaded at commit. Only a
+  manifest makes it part of a version: an aborted or rewound attempt's journal is deleted, or, after a
+  crash, left unreferenced for `sparkstate gc`.
+
 HeapDeltaSnapshot (every commit, synchronous: a commit is durable only once its delta is):
-  prepare  gather the records changed since the head version (O(keys written)), freeze the new version
-           as a copy-on-write view (O(1));
-  upload   write `delta-<v>.arrow`, then the manifest listing the chain [full snapshot] + deltas.
+  prepare  freeze the new version as a copy-on-write view (O(1)); take over the journal;
+  upload   finish the journal (end of stream, fsync; upload if staged), then the manifest listing the
+           chain [full snapshot] + deltas.
 
 HeapFullSnapshot (every `heap.snapshotEveryVersions` deltas, in the background):
   prepare  pin the committed view of version s (O(1));
@@ -20,11 +27,12 @@ import os
 import shutil
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from ..checkpoint import Manifest, SharedFileRef
 from ..checkpoint.file_manager import new_attempt_id
+from ..storage.local import LocalFileIO, local_path
 from . import heap_files as hf
 from .backend import BackendContext, SnapshotOutcome, SnapshotResources
 from .heap_map import VersionedMap, View
@@ -56,9 +64,82 @@ def _ms(seconds: float) -> int:
 
 # ---- per-commit delta ---------------------------------------------------------------------------
 
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class DeltaJournal:
+    """The delta of `version`, appended to while its batch runs (see the module docstring)."""
+
+    def __init__(self, ctx: BackendContext, version: int) -> None:
+        self.ctx = ctx
+        self.version = version
+        self.attempt_id = new_attempt_id()
+        self.name = hf.local_name(hf.KIND_DELTA, version)
+        fm = ctx.file_manager
+        self.remote = fm.remote_name(version, self.attempt_id, self.name)
+        # In place only on plain local storage (subclasses, e.g. test fault injection, go through upload).
+        self._in_place = type(fm.fileio) is LocalFileIO
+        if self._in_place:
+            self._dir = local_path(fm.files_dir)
+            os.makedirs(self._dir, exist_ok=True)
+            path = os.path.join(self._dir, self.remote)
+        else:
+            self._dir = _staging_dir(ctx)
+            path = os.path.join(self._dir, self.name)
+        try:
+            self._writer = hf.JournalWriter(path, version, ctx.settings.heap_compression)
+        except BaseException:
+            if not self._in_place:
+                shutil.rmtree(self._dir, ignore_errors=True)
+            raise
+        self._done = False
+        if self._in_place:
+            try:  # make the new directory entry durable now, during the batch, not at commit
+                _fsync_dir(self._dir)
+            except BaseException:
+                self.discard()
+                raise
+
+    @property
+    def rows(self) -> int:
+        return self._writer.rows
+
+    def append(self, records) -> None:
+        self._writer.append(records)
+
+    def finish(self) -> SharedFileRef:
+        """Make the delta durable; returns its reference (not yet in any manifest)."""
+        self._done = True
+        try:
+            size, crc = self._writer.finish()
+            if self._in_place:  # its directory entry was fsynced when the journal was created
+                return SharedFileRef(remote=self.remote, local=self.name, size=size, crc32=crc)
+            return self.ctx.file_manager.upload_new_files(self.version, self.attempt_id, self._dir,
+                                                          [self.name]).refs[0]
+        finally:
+            if not self._in_place:
+                shutil.rmtree(self._dir, ignore_errors=True)
+
+    def discard(self) -> None:
+        """Delete an unfinished journal (abort, rewind, close): no manifest can reference it."""
+        if self._done:
+            return
+        self._done = True
+        try:
+            self._writer.discard()
+        finally:
+            if not self._in_place:
+                shutil.rmtree(self._dir, ignore_errors=True)
+
+
 @dataclass
 class DeltaResources(SnapshotResources):
-    records: list = field(default_factory=list)
+    journal: DeltaJournal | None = None
     base_files: tuple = ()          # chain of the new version without its own delta
     new_view: View | None = None
     num_keys: int = 0
@@ -69,28 +150,21 @@ class HeapDeltaSnapshot:
     def __init__(self, ctx: BackendContext) -> None:
         self.ctx = ctx
 
-    def prepare(self, m: VersionedMap, head: View, version: int, base_files: tuple) -> DeltaResources:
+    def prepare(self, m: VersionedMap, version: int, base_files: tuple,
+                journal: DeltaJournal | None) -> DeltaResources:
+        """O(1): freeze `version`; the journal (None: nothing was written) already holds its delta."""
         t0 = time.perf_counter()
-        records = m.changes_since(head)
         view = m.freeze(version)
-        return DeltaResources(version=version, attempt_id=new_attempt_id(), records=records,
-                              base_files=base_files, new_view=view, num_keys=len(m),
+        return DeltaResources(version=version, attempt_id=journal.attempt_id if journal else new_attempt_id(),
+                              journal=journal, base_files=base_files, new_view=view, num_keys=len(m),
                               prepare_ms=_ms(time.perf_counter() - t0))
 
     def upload(self, res: DeltaResources) -> tuple[SnapshotOutcome, bool, int]:
-        """Returns (outcome, adopted, ms spent writing the delta file)."""
+        """Returns (outcome, adopted, ms spent finishing the delta file)."""
         t0 = time.perf_counter()
-        refs: list[SharedFileRef] = []
-        if res.records:  # a version without changes has no delta file: its chain is its parent's
-            data = hf.encode(hf.KIND_DELTA, res.version, res.records, self.ctx.settings.heap_compression)
-            staging = _staging_dir(self.ctx)
-            try:
-                name = hf.local_name(hf.KIND_DELTA, res.version)
-                with open(os.path.join(staging, name), "wb") as f:
-                    f.write(data)
-                refs = self.ctx.file_manager.upload_new_files(res.version, res.attempt_id, staging, [name]).refs
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
+        # A version without changes has no delta file: its chain is its parent's. A finished journal is
+        # never deleted here, even if the manifest fails: the failure may be ambiguous (written anyway).
+        refs = [res.journal.finish()] if res.journal is not None else []
         delta_ms = _ms(time.perf_counter() - t0)
         shared = tuple(res.base_files) + tuple(refs)
         manifest = Manifest(version=res.version, backend="heap", num_keys=res.num_keys,

@@ -1,0 +1,126 @@
+"""Heap backend: the delta journal (written while the batch runs, finished at commit)."""
+import os
+
+import pytest
+
+from sparkstate.engine import heap_files as hf
+from sparkstate.engine import heap_snapshot
+from sparkstate.errors import CorruptCheckpointError
+from tests.storage.faulty import FaultyFileIO
+
+from .conftest import contents
+
+pytestmark = pytest.mark.parametrize("backend", ["heap"])
+
+
+def kv(i: int, tag: bytes = b"v") -> tuple[bytes, bytes]:
+    return (i % 5).to_bytes(4, "big") + b"key-%05d" % i, tag + b"%d" % i
+
+
+def files(new_store) -> set[str]:
+    d = new_store.checkpoint_dir / "files"
+    return set(os.listdir(d)) if d.exists() else set()
+
+
+def referenced(store, version) -> set[str]:
+    return {r.remote for r in store.file_manager.read_manifest(version).shared_files}
+
+
+def test_journal_is_written_during_the_batch_and_replays_in_order(new_store):
+    s = new_store()
+    s.load(0)
+    s.apply_batch([kv(1), kv(2), kv(3)])
+    s.apply_batch([kv(1, b"w"), (kv(2)[0], None), kv(4)])
+    s.apply_batch([kv(4, b"x"), (kv(5)[0], None), kv(2, b"back")])
+    journals = files(new_store)
+    assert len(journals) == 1 and next(iter(journals)).endswith("-delta-1.arrow")  # before the commit
+    s.commit()
+    assert files(new_store) == journals == referenced(s, 1)
+    expected = dict([kv(1, b"w"), kv(2, b"back"), kv(3), kv(4, b"x")])
+    s.load(1)
+    assert contents(s) == expected
+    fresh = new_store("inst-2")
+    assert fresh.load(1).source == "checkpoint"
+    assert contents(fresh) == expected
+
+
+def test_aborted_or_rewound_journal_is_deleted_and_never_referenced(new_store):
+    s = new_store()
+    s.load(0)
+    s.apply_batch([kv(i) for i in range(10)])
+    s.commit()
+    committed = files(new_store)
+    s.load(1)
+    s.apply_batch([kv(i, b"aborted") for i in range(10)])
+    assert len(files(new_store) - committed) == 1
+    s.abort()
+    assert s.load(1).source == "memory"          # rewound in memory: the partial journal is deleted
+    assert files(new_store) == committed
+    s.apply_batch([kv(i, b"retry") for i in range(3)])
+    s.commit()
+    new = files(new_store) - committed
+    assert len(new) == 1 and new <= referenced(s, 2)
+    s.load(2)
+    s.apply_batch([kv(7, b"gone")])
+    s.release()                                   # close: the unfinished journal goes too
+    assert files(new_store) == committed | new
+    fresh = new_store("inst-2")
+    fresh.load(2)
+    assert contents(fresh) == {**dict(kv(i) for i in range(10)), **dict(kv(i, b"retry") for i in range(3))}
+
+
+def test_journal_failure_falls_back_to_the_delta_from_memory(new_store, monkeypatch):
+    s = new_store()
+    s.load(0)
+    s.apply_batch([kv(1)])
+    calls = {"n": 0}
+    real = heap_snapshot.DeltaJournal.append
+
+    def flaky(self, records):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError("disk full (test)")
+        real(self, records)
+
+    monkeypatch.setattr(heap_snapshot.DeltaJournal, "append", flaky)
+    s.apply_batch([kv(2), (kv(1)[0], None)])
+    s.apply_batch([kv(3)])
+    s.commit()
+    assert len(files(new_store)) == 1             # the broken journal was deleted
+    fresh = new_store("inst-2")
+    fresh.load(1)
+    assert contents(fresh) == dict([kv(2), kv(3)])
+
+
+def test_staged_journal_on_other_storage_is_uploaded_at_commit(new_store, tmp_path):
+    s = new_store(fileio=FaultyFileIO())
+    s.load(0)
+    s.apply_batch([kv(i) for i in range(100)])
+    assert files(new_store) == set()              # staged locally until the commit
+    s.commit()
+    assert files(new_store) == referenced(s, 1)
+    s.load(1)
+    s.apply_batch([kv(5, b"x")])
+    s.abort()
+    s.load(1)
+    s.apply_batch([kv(6, b"y")])
+    s.commit()
+    fresh = new_store("inst-2")
+    fresh.load(2)
+    assert contents(fresh) == {**dict(kv(i) for i in range(100)), **dict([kv(6, b"y")])}
+
+
+def test_legacy_v1_delta_is_still_read_and_unknown_versions_are_refused(tmp_path, backend):
+    p = tmp_path / "delta-3.arrow"
+    p.write_bytes(hf.encode(hf.KIND_DELTA, 3, [(b"\0\0\0\1k", b"v"), (b"\0\0\0\1gone", None)], "lz4"))
+    data = {b"\0\0\0\1gone": b"old"}
+    hf.apply_file(data, str(p), hf.KIND_DELTA, 3, "legacy")
+    assert data == {b"\0\0\0\1k": b"v"}
+    with pytest.raises(CorruptCheckpointError, match="expected heap-delta of version 4"):
+        hf.apply_file({}, str(p), hf.KIND_DELTA, 4, "legacy")
+    import pyarrow as pa
+    future = tmp_path / "future.arrow"
+    with pa.OSFile(str(future), "wb") as sink, pa.ipc.new_stream(sink, hf.schema(hf.KIND_DELTA, 3, -1, "3")) as w:
+        w.write_batch(hf._batch([(b"\0\0\0\1k", b"1")]))
+    with pytest.raises(CorruptCheckpointError, match="format version 3"):
+        hf.apply_file({}, str(future), hf.KIND_DELTA, 3, "future")
