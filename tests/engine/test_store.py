@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from sparkstate.engine import State, StoreSpec
+from sparkstate.engine import State, Store, StoreSpec
 from sparkstate.engine.store import CUSTOM_METRICS
 from sparkstate.errors import ConfigError, CorruptCheckpointError, StoreStateError, VersionNotFoundError
 from sparkstate.keygroups import storage_key
@@ -321,3 +321,23 @@ def test_metrics_from_other_thread_and_close_removes_local_dir(new_store, tmp_pa
     s.close()
     assert not (tmp_path / "local" / "inst-1").exists()
     assert s.state is State.CLOSED and s.metrics().num_keys == 0
+
+
+@pytest.mark.parametrize("written_by,read_by", [("rocksdb", "heap"), ("heap", "rocksdb")])
+def test_a_checkpoint_of_the_other_backend_is_refused_before_reading(tmp_path, written_by, read_by):
+    from sparkstate.errors import CheckpointError
+
+    from .conftest import make_spec
+
+    checkpoint = "file:" + str(tmp_path / "ckpt")
+    writer = Store(make_spec(checkpoint, "w", backend=written_by), str(tmp_path / "local"))
+    writer.load(0)
+    writer.apply_batch([(b"\0\0\0\1key", b"value")])
+    writer.commit()
+    writer.close()
+    reader = Store(make_spec(checkpoint, "r", backend=read_by), str(tmp_path / "local"))
+    try:
+        with pytest.raises(CheckpointError, match=f"written by the '{written_by}' backend.*backend={written_by}"):
+            reader.load(1)
+    finally:
+        reader.close()

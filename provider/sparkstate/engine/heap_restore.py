@@ -55,11 +55,6 @@ class ChainRestore:
     def run(self) -> dict[bytes, bytes]:
         m, fm, layout = self.manifest, self.ctx.file_manager, self.ctx.layout
         source = fm.manifest_path(m.version)
-        if m.backend != "heap":
-            raise CheckpointError(
-                f"version {m.version} at {source} was written by the {m.backend!r} backend; this query runs "
-                f"backend=heap. A checkpoint keeps the backend it was created with: set "
-                f"spark.sql.streaming.stateStore.sparkstate.backend={m.backend}, or start from a new checkpoint")
         full, deltas = parse_chain(m, source)
         data: dict[bytes, bytes] = {}
         verify = self.ctx.settings.verify_local_cache

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..config import Settings
-from ..errors import ConfigError, StoreStateError, VersionNotFoundError
+from ..errors import CheckpointError, ConfigError, StoreStateError, VersionNotFoundError
 from ..storage import FileIO, fileio_for
 from .backend import Backend, BackendContext, Cursor, builder_for, run_snapshot
 from .local_layout import InstanceLayout, safe_name
@@ -247,12 +247,23 @@ class Store:
                 self._close_backend()
                 self._state = State.CLOSED  # until the restore succeeds
                 manifest = self._read_manifest_for_load(version)
+                self._check_backend(manifest)
                 self._backend = self._builder(self._ctx, manifest)
                 source = "checkpoint"
             self._version, self._dirty, self._state = version, False, State.LOADED
             load_ms = _ms_since(t0)
             self._custom["sparkstateLoadMs"] = load_ms
             return LoadResult(version=version, load_ms=load_ms, source=source)
+
+    def _check_backend(self, manifest: Manifest | None) -> None:
+        """A checkpoint keeps the backend it was written with; say so before any backend reads it."""
+        wanted = self.spec.settings.backend
+        if manifest is not None and manifest.backend != wanted:
+            raise CheckpointError(
+                f"version {manifest.version} at {self._file_manager.manifest_path(manifest.version)} was "
+                f"written by the {manifest.backend!r} backend; this query runs backend={wanted}. A checkpoint "
+                f"keeps the backend it was created with: set spark.sql.streaming.stateStore.sparkstate.backend="
+                f"{manifest.backend}, or start from a new checkpoint")
 
     def _rewound(self, version: int) -> bool:
         """Ask the live backend to go back to `version` in memory (retry of a batch, after an abort)."""
