@@ -82,7 +82,7 @@ def run_one(side: str, args: argparse.Namespace) -> dict:
     if side == "sparkstate":
         import sparkstate
         summary = sparkstate.rescale(spark, checkpoint, args.to_partitions)
-        detail = summary.describe()
+        detail = summary.describe() + f"; phases {summary.phases}"
     else:
         spark._streamingCheckpointManager.repartition(checkpoint, args.to_partitions)
         detail = "spark._streamingCheckpointManager.repartition"

@@ -14,7 +14,7 @@ from sparkstate.rescaling import RescaleError, build_plan
 from sparkstate.rescaling.plan import Plan
 from sparkstate.rescaling.runner import _Lock, _publish, _remove_staging
 from sparkstate.rescaling.spark_logs import SparkLogs, is_single_partition_key, parse_state_schema
-from sparkstate.rescaling.task import rescale_partition
+from sparkstate.rescaling.task import rescale_partition, rescale_partitions
 from sparkstate.rescaling.verify import verify_join_state, verify_routing
 from sparkstate.storage import fileio_for
 
@@ -32,9 +32,9 @@ def offline_rescale(ck: fake.FakeCheckpoint, n: int, fail_partitions=(), fail_af
         plan = build_plan(ck.path, n, ck.settings_conf)
         plan = replace(plan, fail_partitions=tuple(fail_partitions))
         results, errors = [], []
-        for p in range(n):
+        for group in plan.task_groups(2):  # as the Spark job does with 2 cores
             try:
-                results.append(rescale_partition(plan.to_json(), p))
+                results.extend(rescale_partitions(plan.to_json(), group))
             except RescaleError as e:
                 errors.append(e)
         if errors:
@@ -132,6 +132,7 @@ def test_failure_midway_leaves_the_checkpoint_usable_and_a_rerun_finishes(tmp_pa
     assert new_state(ck, 4, 1, local) == ck.state
     results = offline_rescale(ck, 7)
     assert sum(1 for r in results if r["skipped"]) == 6  # only partition 3 was redone
+    assert [r["partition"] for r in results if not r["skipped"]] == [3]
     assert new_state(ck, 7, 2, local) == ck.state
 
 
@@ -217,3 +218,11 @@ def test_state_schema_and_single_partition_keys():
     assert is_single_partition_key(fake.EMPTY_KEY, 0)
     assert is_single_partition_key({"fields": [{"name": "key", "type": "void"}]}, 0)
     assert not is_single_partition_key(fake.AGG_KEY, 0)
+
+
+def test_single_partition_task_matches_the_grouped_one(tmp_path):
+    local = str(tmp_path / "local")
+    ck = fake.build(str(tmp_path / "ck"), 4, "rocksdb", local, operators=("agg",))
+    plan = build_plan(ck.path, 8, ck.settings_conf)
+    one = rescale_partition(plan.to_json(), 5)
+    assert one["rows"] == sum(1 for k in ck.state[(0, "default")] if int.from_bytes(k[:4], "big", signed=True) % 8 == 5)

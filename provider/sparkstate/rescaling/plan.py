@@ -95,6 +95,20 @@ class Plan:
         g = gcd(self.old_partitions, self.new_partitions)
         return [o for o in range(self.old_partitions) if o % g == new_partition % g]
 
+    def task_groups(self, parallelism: int) -> list[list[int]]:
+        """New partitions grouped so one task scans each of their common source stores once: partitions
+        with the same residue mod gcd(old, new) read the same old partitions. Groups are split (largest
+        first) until there are at least `parallelism` tasks, or one per new partition."""
+        g = gcd(self.old_partitions, self.new_partitions)
+        groups = [[p for p in range(self.new_partitions) if p % g == r] for r in range(g)]
+        groups = [grp for grp in groups if grp]
+        while len(groups) < max(1, parallelism) and any(len(grp) > 1 for grp in groups):
+            groups.sort(key=len, reverse=True)
+            big = groups.pop(0)
+            half = (len(big) + 1) // 2
+            groups += [big[:half], big[half:]]
+        return sorted(groups)
+
     def to_json(self) -> str:
         doc = asdict(self)
         return json.dumps(doc, sort_keys=True)

@@ -32,7 +32,7 @@ from ..engine.store import StoreSpec, storage_conf_for
 from ..storage import FileIO, fileio_for
 from .plan import STAGING_DIR, Plan, build_plan, join, normalize_checkpoint, store_spec_doc
 from .spark_logs import RescaleError, SparkLogs
-from .task import done_marker_path, rescale_partition, staged_manifest_path
+from .task import done_marker_path, rescale_partitions, staged_manifest_path
 
 ProgressFn = Callable[["Progress"], None]
 
@@ -61,6 +61,7 @@ class RescaleSummary:
     bytes_uploaded: int      # bytes of checkpoint files written
     partitions_skipped: int  # finished by an earlier, interrupted run
     seconds: float
+    phases: dict             # seconds per phase: plan, job, publish; taskSecondsMax: slowest task's own time
 
     def describe(self) -> str:
         return (f"rescaled {self.checkpoint}: {self.old_partitions} -> {self.new_partitions} partitions as batch "
@@ -88,14 +89,17 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str,
     lock.acquire(num_partitions)
     try:
         plan = build_plan(checkpoint, num_partitions, settings_conf, fio)
+        t_plan = time.perf_counter()
         if _fail_partitions:
             plan = Plan(**{**plan.__dict__, "fail_partitions": tuple(_fail_partitions)})
         _remove_other_staging(fio, plan)
         fio.write_bytes_atomic(join(plan.staging_dir, "plan.json"), plan.to_json().encode())
         results = _run_job(spark, plan, fio, progress)
+        t_job = time.perf_counter()
         _refuse_if_running_here(spark, checkpoint)
         _publish(plan, fio, progress, results, _fail_after_offsets)
         _remove_staging(fio, plan)
+        t_publish = time.perf_counter()
     finally:
         lock.release()
     rows = sum(r["rows"] for r in results)
@@ -107,7 +111,9 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str,
         batch_id=plan.new_batch, state_version=plan.new_version,
         operators=len({s.operator_id for s in plan.stores}), stores=sum(r["stores"] for r in results),
         rows=rows, data_bytes=moved, bytes_uploaded=sum(r["bytesUploaded"] for r in results),
-        partitions_skipped=sum(1 for r in results if r.get("skipped")), seconds=time.perf_counter() - t0)
+        partitions_skipped=sum(1 for r in results if r.get("skipped")), seconds=time.perf_counter() - t0,
+        phases={"plan": round(t_plan - t0, 3), "job": round(t_job - t_plan, 3), "publish": round(t_publish - t_job, 3),
+                "taskSecondsMax": round(max((r.get("ms", 0) for r in results), default=0) / 1000, 3)})
 
 
 # ---- guards ---------------------------------------------------------------------------------------
@@ -192,7 +198,8 @@ def _run_job(spark: Any, plan: Plan, fio: FileIO, progress: ProgressFn | None) -
         try:
             sc.setJobGroup(f"sparkstate-rescale-{plan.plan_id}", f"sparkstate rescale {plan.checkpoint}",
                            interruptOnCancel=False)
-            rdd = sc.parallelize(range(n), n).map(lambda p: rescale_partition(plan_json, p))
+            groups = plan.task_groups(sc.defaultParallelism)
+            rdd = sc.parallelize(groups, len(groups)).flatMap(lambda parts: rescale_partitions(plan_json, parts))
             box["results"] = rdd.collect()
         except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
             box["error"] = e

@@ -66,37 +66,58 @@ def _files_exist(fm: CheckpointFileManager, manifest: Manifest) -> bool:
 
 def rescale_partition(plan_json: str, part: int, local_root: str | None = None) -> dict[str, Any]:
     """Build (stage) every store of new partition `part`; returns its statistics."""
+    return rescale_partitions(plan_json, [part], local_root)[0]
+
+
+def rescale_partitions(plan_json: str, parts: list[int], local_root: str | None = None) -> list[dict[str, Any]]:
+    """Build (stage) every store of the new partitions `parts`, which must share their source partitions
+    (`Plan.task_groups`): each old store is scanned once and its entries are dealt to the targets.
+    Partitions already staged by an interrupted run (done marker, files intact) are reused."""
     plan = Plan.from_json(plan_json)
     staging_io = fileio_for(plan.checkpoint)
-    marker = done_marker_path(plan, part)
-    if staging_io.exists(marker):
-        stats = json.loads(staging_io.read_bytes(marker))
-        if _staged_outputs_intact(plan, part, staging_io):
+    results: dict[int, dict[str, Any]] = {}
+    todo = []
+    for part in parts:
+        marker = done_marker_path(plan, part)
+        if staging_io.exists(marker) and _staged_outputs_intact(plan, part, staging_io):
+            stats = json.loads(staging_io.read_bytes(marker))
             stats["skipped"] = True
-            return stats
-    t0 = time.perf_counter()
-    root = local_root or tempfile.mkdtemp(prefix=f"sparkstate-rescale-{part}-")
-    stats: dict[str, Any] = {"partition": part, "rows": 0, "dataBytes": 0, "bytesUploaded": 0,
-                             "filesUploaded": 0, "stores": 0, "skipped": False}
-    try:
-        for store in plan.stores:
-            sources = plan.source_partitions(store, part)
-            if store.single_partition and part != 0:
-                continue
-            rows, data_bytes, outcome = _build_store(plan, store, part, sources, root, staging_io)
-            stats["rows"] += rows
-            stats["dataBytes"] += data_bytes
-            stats["bytesUploaded"] += outcome.bytes_uploaded
-            stats["filesUploaded"] += outcome.files_uploaded
-            stats["stores"] += 1
-    finally:
-        if local_root is None:
-            shutil.rmtree(root, ignore_errors=True)
-    stats["ms"] = int((time.perf_counter() - t0) * 1000)
-    if part in plan.fail_partitions:
-        raise RescaleError(f"injected failure in new partition {part} (test hook)")
-    staging_io.write_bytes_atomic(marker, json.dumps(stats, sort_keys=True).encode())
-    return stats
+            results[part] = stats
+        else:
+            todo.append(part)
+    if todo:
+        t0 = time.perf_counter()
+        root = local_root or tempfile.mkdtemp(prefix=f"sparkstate-rescale-{todo[0]}-")
+        stats_of = {p: {"partition": p, "rows": 0, "dataBytes": 0, "bytesUploaded": 0, "filesUploaded": 0,
+                        "stores": 0, "skipped": False} for p in todo}
+        try:
+            for store in plan.stores:
+                targets = [p for p in todo if not (store.single_partition and p != 0)]
+                if not targets:
+                    continue
+                sources = plan.source_partitions(store, targets[0])
+                assert all(plan.source_partitions(store, p) == sources for p in targets), "bad task group"
+                for p, (rows, data_bytes, outcome) in _build_stores(plan, store, targets, sources, root,
+                                                                     staging_io).items():
+                    st = stats_of[p]
+                    st["rows"] += rows
+                    st["dataBytes"] += data_bytes
+                    st["bytesUploaded"] += outcome.bytes_uploaded
+                    st["filesUploaded"] += outcome.files_uploaded
+                    st["stores"] += 1
+        finally:
+            if local_root is None:
+                shutil.rmtree(root, ignore_errors=True)
+        ms = int((time.perf_counter() - t0) * 1000)
+        for p in todo:
+            stats_of[p]["ms"] = ms
+            if p not in plan.fail_partitions:
+                staging_io.write_bytes_atomic(done_marker_path(plan, p), json.dumps(stats_of[p], sort_keys=True).encode())
+            results[p] = stats_of[p]
+        failed = [p for p in todo if p in plan.fail_partitions]
+        if failed:
+            raise RescaleError(f"injected failure in new partition {failed[0]} (test hook)")
+    return [results[p] for p in parts]
 
 
 def _staged_outputs_intact(plan: Plan, part: int, staging_io: FileIO) -> bool:
@@ -116,70 +137,93 @@ def _staged_outputs_intact(plan: Plan, part: int, staging_io: FileIO) -> bool:
     return True
 
 
-def _build_store(plan: Plan, store: StorePlan, part: int, sources: list[int], root: str,
-                 staging_io: FileIO):
-    spec = StoreSpec.from_json(store_spec_doc(plan, store, part, f"rescale-w-{uuid.uuid4().hex[:12]}"))
-    location = spec.state_location()
-    layout = InstanceLayout(os.path.join(root, spec.instance_id))
-    fm = StagingFileManager(location, fileio_for(location, storage_conf_for(location, spec)),
-                            staged_manifest_path(plan, store, part), staging_io, spec.settings.io_threads)
-    ctx = BackendContext(settings=spec.settings, layout=layout, file_manager=fm,
-                         instance_id=spec.instance_id, query_run_id=spec.query_run_id)
-    backend = builder_for(plan.backend)(ctx, None)
-    rows = data_bytes = 0
+class _Target:
+    """One new store being built: an empty backend whose commit is staged."""
+
+    def __init__(self, plan: Plan, store: StorePlan, part: int, root: str, staging_io: FileIO) -> None:
+        self.spec = StoreSpec.from_json(store_spec_doc(plan, store, part, f"rescale-w-{uuid.uuid4().hex[:12]}"))
+        location = self.spec.state_location()
+        self.layout = InstanceLayout(os.path.join(root, self.spec.instance_id))
+        fm = StagingFileManager(location, fileio_for(location, storage_conf_for(location, self.spec)),
+                                staged_manifest_path(plan, store, part), staging_io, self.spec.settings.io_threads)
+        ctx = BackendContext(settings=self.spec.settings, layout=self.layout, file_manager=fm,
+                             instance_id=self.spec.instance_id, query_run_id=self.spec.query_run_id)
+        self.backend = builder_for(plan.backend)(ctx, None)
+        self.pending: list[tuple[bytes, bytes | None]] = []
+        self.rows = self.data_bytes = 0
+
+    def flush(self) -> None:
+        if self.pending:
+            self.backend.apply_batch(self.pending)
+            self.pending = []
+
+    def close(self) -> None:
+        self.backend.close()
+        self.layout.delete_all()
+
+
+def _build_stores(plan: Plan, store: StorePlan, parts: list[int], sources: list[int], root: str,
+                  staging_io: FileIO) -> dict[int, tuple]:
+    targets: dict[int, _Target] = {}
     try:
+        for p in parts:
+            targets[p] = _Target(plan, store, p, root, staging_io)
         for old in sources:
-            r, b = _copy_from(plan, store, old, part, root, backend)
-            rows += r
-            data_bytes += b
-        outcome, _ = run_snapshot(backend, plan.new_version)
+            _copy_from(plan, store, old, root, targets)
+        out = {}
+        for p, target in targets.items():
+            target.flush()
+            outcome, _ = run_snapshot(target.backend, plan.new_version)
+            if outcome.manifest.num_keys != target.rows:
+                raise RescaleError(f"{store.label} new partition {p}: wrote {target.rows} entries but version "
+                                   f"{plan.new_version} holds {outcome.manifest.num_keys}")
+            out[p] = (target.rows, target.data_bytes, outcome)
+        return out
     finally:
-        backend.close()
-        layout.delete_all()
-    if outcome.manifest.num_keys != rows:
-        raise RescaleError(f"{store.label} new partition {part}: wrote {rows} entries but version "
-                           f"{plan.new_version} holds {outcome.manifest.num_keys}")
-    return rows, data_bytes, outcome
+        for target in targets.values():
+            target.close()
 
 
-def _copy_from(plan: Plan, store: StorePlan, old: int, part: int, root: str, backend) -> tuple[int, int]:
-    """Copy the entries of old partition `old` that route to new partition `part` into `backend`."""
-    spec = StoreSpec.from_json(store_spec_doc(plan, store, old, f"rescale-r{part}-{uuid.uuid4().hex[:12]}"))
+def _copy_from(plan: Plan, store: StorePlan, old: int, root: str, targets: dict[int, _Target]) -> None:
+    """Scan old partition `old` once; deal each entry to the target its key group routes to."""
+    spec = StoreSpec.from_json(store_spec_doc(plan, store, old, f"rescale-r{old}-{uuid.uuid4().hex[:12]}"))
     reader = Store(spec, local_root=root)
     n_new, n_old = plan.new_partitions, plan.old_partitions
-    check_old = not store.single_partition
-    rows = data_bytes = 0
+    by_part = {p: t.pending for p, t in targets.items()}
     try:
         reader.load(plan.old_version)
         cursor = reader.open_cursor(b"")
         try:
-            pending: list[tuple[bytes, bytes | None]] = []
             done = False
             while not done:
                 chunk, done = cursor.next_chunk(CHUNK_ROWS, CHUNK_BYTES)
                 if store.single_partition:
-                    keep = chunk
+                    targets[0].pending.extend(chunk)  # counted when flushed
                 else:
-                    keep = []
                     for k, v in chunk:
-                        kg = _key_group(k)
-                        if kg % n_new == part:
-                            keep.append((k, v))
-                        if check_old and kg % n_old != old:
+                        kg = int.from_bytes(k[:KEY_GROUP_BYTES], "big", signed=True)
+                        bucket = by_part.get(kg % n_new)
+                        if bucket is not None:
+                            bucket.append((k, v))
+                        if kg % n_old != old:
                             raise RescaleError(
                                 f"{store.label} old partition {old}: an entry with key group {kg} belongs to "
                                 f"partition {kg % n_old} of {n_old}; the stored key groups do not match Spark's "
                                 "routing, so this state cannot be rescaled exactly")
-                pending.extend(keep)
-                rows += len(keep)
-                data_bytes += sum(len(k) + len(v) for k, v in keep)
-                if len(pending) >= WRITE_BATCH_ROWS:
-                    backend.apply_batch(pending)
-                    pending = []
-            if pending:
-                backend.apply_batch(pending)
+                for target in targets.values():
+                    if len(target.pending) >= WRITE_BATCH_ROWS:
+                        _account_and_flush(target)
+                        by_part = {p: t.pending for p, t in targets.items()}
         finally:
             cursor.close()
+        for target in targets.values():
+            _account_and_flush(target)
+        by_part = {p: t.pending for p, t in targets.items()}
     finally:
         reader.close()
-    return rows, data_bytes
+
+
+def _account_and_flush(target: _Target) -> None:
+    target.rows += len(target.pending)
+    target.data_bytes += sum(len(k) + len(v) for k, v in target.pending)
+    target.flush()
