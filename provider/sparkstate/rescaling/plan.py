@@ -16,6 +16,7 @@ from ..checkpoint import CheckpointFileManager
 from ..config import PREFIX, PROVIDER_CLASS, Settings
 from ..errors import CheckpointError
 from ..storage import FileIO, fileio_for
+from ..storage.local import local_path_or_none
 from .spark_logs import (PROVIDER_CLASS_CONF, RescaleError, SparkLogs, is_single_partition_key,
                          parse_state_schema, read_operator_metadata)
 
@@ -145,7 +146,7 @@ def store_spec_doc(plan: Plan, store: StorePlan, part: int, instance_id: str) ->
 
 def normalize_checkpoint(path: str) -> str:
     """Local paths (plain or `file:` URIs) as absolute paths; other URIs as given."""
-    local = _local_dir(path)
+    local = local_path_or_none(path)
     if local is None:
         return path.rstrip("/")
     return os.path.abspath(local)
@@ -242,7 +243,7 @@ def _discover_stores(fio: FileIO, checkpoint: str) -> list[StorePlan]:
 
 
 def _operator_ids(fio: FileIO, state_root: str) -> list[int]:
-    local = _local_dir(state_root)
+    local = local_path_or_none(state_root)
     if local is not None:
         if not os.path.isdir(local):
             return []
@@ -255,16 +256,6 @@ def _operator_ids(fio: FileIO, state_root: str) -> list[int]:
     while fio.exists(join(state_root, str(len(ids)), "_metadata", "metadata")):
         ids.append(len(ids))
     return ids
-
-
-def _local_dir(path: str) -> str | None:
-    if "://" in path and not path.startswith("file:"):
-        return None
-    if path.startswith("file:"):
-        path = path[len("file:"):]
-        while path.startswith("//"):
-            path = path[1:]
-    return path
 
 
 def _check_old_versions(plan: Plan) -> str:

@@ -30,6 +30,7 @@ from ..checkpoint import CheckpointFileManager
 from ..config import PREFIX
 from ..engine.store import StoreSpec, storage_conf_for
 from ..storage import FileIO, fileio_for
+from ..storage.local import local_path_or_none
 from .plan import STAGING_DIR, Plan, build_plan, join, normalize_checkpoint, store_spec_doc
 from .spark_logs import RescaleError, SparkLogs
 from .task import done_marker_path, rescale_partitions, staged_manifest_path
@@ -293,7 +294,7 @@ def _remove_staging(fio: FileIO, plan: Plan) -> None:
 def _remove_other_staging(fio: FileIO, plan: Plan) -> None:
     """Staging of abandoned plans (another target, or a checkpoint that moved on since) is our garbage."""
     root = join(plan.checkpoint, STAGING_DIR)
-    local = _as_local(root)
+    local = local_path_or_none(root)
     if local is None or not os.path.isdir(local):
         return
     for name in os.listdir(local):
@@ -302,7 +303,7 @@ def _remove_other_staging(fio: FileIO, plan: Plan) -> None:
 
 
 def _delete_tree(fio: FileIO, path: str) -> None:
-    local = _as_local(path)
+    local = local_path_or_none(path)
     if local is not None:
         shutil.rmtree(local, ignore_errors=True)
         return
@@ -310,11 +311,3 @@ def _delete_tree(fio: FileIO, path: str) -> None:
     fio.delete_many([join(path, i.name) for i in infos])
 
 
-def _as_local(path: str) -> str | None:
-    if "://" in path and not path.startswith("file:"):
-        return None
-    if path.startswith("file:"):
-        path = path[len("file:"):]
-        while path.startswith("//"):
-            path = path[1:]
-    return path

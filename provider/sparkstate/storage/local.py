@@ -31,6 +31,28 @@ def local_path(path: str) -> str:
     return rest
 
 
+def local_path_or_none(path: str) -> str | None:
+    """The local path of `path`, or None when it names another storage (e.g. `s3://`)."""
+    if "://" in path and path[:5].lower() != "file:":
+        return None
+    return local_path(path)
+
+
+def _write_fsynced_tmp(target: str, data: bytes) -> str:
+    """Write `data` to a private temporary sibling of `target`, fsynced; return its path."""
+    os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+    tmp = _tmp_sibling(target)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+    return tmp
+
+
 def _fsync_dir(directory: str) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -58,13 +80,8 @@ class LocalFileIO(FileIO):
 
     def write_bytes_atomic(self, path: str, data: bytes) -> None:
         target = local_path(path)
-        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-        tmp = _tmp_sibling(target)
+        tmp = _write_fsynced_tmp(target, data)
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
             os.replace(tmp, target)
         except BaseException:
             _remove_quietly(tmp)
@@ -76,13 +93,8 @@ class LocalFileIO(FileIO):
         # EEXIST if the target exists, so exactly one of two racing creators wins, and readers never
         # see a partial file (same guarantee as S3's If-None-Match: *).
         target = local_path(path)
-        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-        tmp = _tmp_sibling(target)
+        tmp = _write_fsynced_tmp(target, data)
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
             try:
                 os.link(tmp, target)
             except FileExistsError:
