@@ -29,26 +29,10 @@ import sys
 import time
 
 
-def _bootstrap_package() -> None:
-    """Make `sparkstate_jobs` importable when this file is run as a script from a checkout."""
-    if "sparkstate_jobs" in sys.modules:
-        return
-    try:
-        import sparkstate_jobs  # noqa: F401,PLC0415 - installed (pip install .)
-        return
-    except ImportError:
-        pass
-    import importlib.util  # noqa: PLC0415
-    here = os.path.dirname(os.path.abspath(__file__))
-    spec = importlib.util.spec_from_file_location(
-        "sparkstate_jobs", os.path.join(here, "__init__.py"), submodule_search_locations=[here])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sparkstate_jobs"] = module
-    spec.loader.exec_module(module)
+if not __package__:  # run as a script from a checkout
+    from _checkout import ensure_sparkstate_jobs
 
-
-if not __package__:
-    _bootstrap_package()
+    ensure_sparkstate_jobs()
 
 from sparkstate_jobs import clickstream  # noqa: E402
 from sparkstate_jobs.progress import BatchStats, human_bytes, median  # noqa: E402
