@@ -22,7 +22,7 @@ from test_operators import (test_aggregation_update_mode, test_apply_in_pandas_w
                             test_stream_stream_inner_join)
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-from tests.storage.s3_server import SeaweedServer, spark_state_on_s3_marks  # noqa: E402
+from tests.storage.s3_server import SeaweedServer, serving, spark_state_on_s3_marks  # noqa: E402
 
 BUCKET = "sparkstate-state"
 _DIR = tempfile.mkdtemp(prefix="sparkstate-s3-spark-")
@@ -34,12 +34,7 @@ pytestmark = spark_state_on_s3_marks(SERVER, BUCKET, selected_provider())
 @pytest.fixture(scope="module", autouse=True)
 def s3_server():
     """Started before the module's SparkSession (autouse fixtures of a scope come first)."""
-    SERVER.start()
-    SERVER.create_bucket(BUCKET)
-    try:
-        yield SERVER
-    finally:
-        SERVER.stop()
+    yield from serving(SERVER, BUCKET)
 
 
 def _keys(prefix: str) -> list[str]:

@@ -12,7 +12,7 @@ from test_operators import (test_aggregation_update_mode, test_apply_in_pandas_w
                             test_stream_stream_inner_join)
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-from tests.storage.s3_server import SeaweedServer, spark_state_on_s3_marks  # noqa: E402
+from tests.storage.s3_server import SeaweedServer, serving, spark_state_on_s3_marks  # noqa: E402
 
 BUCKET = "sparkstate-heap-state"
 SERVER = SeaweedServer(tempfile.mkdtemp(prefix="sparkstate-s3-heap-"))
@@ -22,12 +22,8 @@ pytestmark = spark_state_on_s3_marks(SERVER, BUCKET, selected_provider(), backen
 
 @pytest.fixture(scope="module", autouse=True)
 def s3_server():
-    SERVER.start()
-    SERVER.create_bucket(BUCKET)
-    try:
-        yield SERVER
-    finally:
-        SERVER.stop()
+    """Started before the module's SparkSession (autouse fixtures of a scope come first)."""
+    yield from serving(SERVER, BUCKET)
 
 
 def test_heap_state_files_are_on_s3(spark, tmp_path, s3_server):

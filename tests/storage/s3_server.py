@@ -169,3 +169,13 @@ def spark_state_on_s3_marks(server: SeaweedServer, bucket: str, provider: str, *
                                            "s3.readTimeoutMs": "10000"}, **settings),
         pytest.mark.spark_conf({f"spark.hadoop.{k}": v for k, v in server.s3a_conf().items()}),
     ]
+
+
+def serving(server: SeaweedServer, bucket: str):
+    """Body of a module-scoped fixture: start `server`, create `bucket`, yield the server, stop it."""
+    server.start()
+    server.create_bucket(bucket)
+    try:
+        yield server
+    finally:
+        server.stop()
