@@ -3,7 +3,8 @@
 For each store of the query, new partition p reads, from each old partition that can hold its keys, the
 latest committed version through the engine's `Store` API (`load`, `open_cursor`), keeps exactly the
 entries whose key group routes to p (`pmod(kg, N) == p`), and writes them into an empty backend of the
-same kind, committed as version N+2 through the backend's own snapshot path (`run_snapshot`). Data files go
+same kind (for RocksDB as sorted SST files ingested into an empty database; see `targets.py`), committed
+as version N+2 through the backend's own snapshot path (`run_snapshot`). Data files go
 to the store's checkpoint directory under fresh names (unreferenced until published); the manifest is
 *staged* in the rescale's staging directory instead of `manifests/`, so nothing the query can see changes
 until the driver publishes all of them. A done marker per partition (written last) lets a re-run skip
@@ -19,19 +20,20 @@ import time
 import uuid
 from typing import Any
 
+import numpy as np
+
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.file_manager import PublishResult
-from ..engine.backend import BackendContext, builder_for, run_snapshot
+from ..engine.backend import BackendContext
 from ..engine.local_layout import InstanceLayout
 from ..engine.store import Store, StoreSpec, storage_conf_for
-from ..keygroups import KEY_GROUP_BYTES
 from ..storage import FileIO, fileio_for
 from .plan import Plan, StorePlan, join, store_spec_doc
 from .spark_logs import RescaleError
+from .targets import Target, new_target, route_chunk
 
 CHUNK_ROWS = 65536
 CHUNK_BYTES = 16 << 20
-WRITE_BATCH_ROWS = 65536
 
 
 def staged_manifest_path(plan: Plan, store: StorePlan, part: int) -> str:
@@ -54,10 +56,6 @@ class StagingFileManager(CheckpointFileManager):
         self._staging_io.write_bytes_atomic(self._staged_path, manifest.to_bytes())
         self.staged = manifest
         return PublishResult(manifest, False)
-
-
-def _key_group(key: bytes) -> int:
-    return int.from_bytes(key[:KEY_GROUP_BYTES], "big", signed=True)
 
 
 def _files_exist(fm: CheckpointFileManager, manifest: Manifest) -> bool:
@@ -137,43 +135,29 @@ def _staged_outputs_intact(plan: Plan, part: int, staging_io: FileIO) -> bool:
     return True
 
 
-class _Target:
-    """One new store being built: an empty backend whose commit is staged."""
-
-    def __init__(self, plan: Plan, store: StorePlan, part: int, root: str, staging_io: FileIO) -> None:
-        self.spec = StoreSpec.from_json(store_spec_doc(plan, store, part, f"rescale-w-{uuid.uuid4().hex[:12]}"))
-        location = self.spec.state_location()
-        self.layout = InstanceLayout(os.path.join(root, self.spec.instance_id))
-        fm = StagingFileManager(location, fileio_for(location, storage_conf_for(location, self.spec)),
-                                staged_manifest_path(plan, store, part), staging_io, self.spec.settings.io_threads)
-        ctx = BackendContext(settings=self.spec.settings, layout=self.layout, file_manager=fm,
-                             instance_id=self.spec.instance_id, query_run_id=self.spec.query_run_id)
-        self.backend = builder_for(plan.backend)(ctx, None)
-        self.pending: list[tuple[bytes, bytes | None]] = []
-        self.rows = self.data_bytes = 0
-
-    def flush(self) -> None:
-        if self.pending:
-            self.backend.apply_batch(self.pending)
-            self.pending = []
-
-    def close(self) -> None:
-        self.backend.close()
-        self.layout.delete_all()
+def _new_target(plan: Plan, store: StorePlan, part: int, root: str, staging_io: FileIO) -> Target:
+    """An empty store of new partition `part` whose commit writes its manifest to the staging area."""
+    spec = StoreSpec.from_json(store_spec_doc(plan, store, part, f"rescale-w-{uuid.uuid4().hex[:12]}"))
+    location = spec.state_location()
+    layout = InstanceLayout(os.path.join(root, spec.instance_id))
+    fm = StagingFileManager(location, fileio_for(location, storage_conf_for(location, spec)),
+                            staged_manifest_path(plan, store, part), staging_io, spec.settings.io_threads)
+    ctx = BackendContext(settings=spec.settings, layout=layout, file_manager=fm,
+                         instance_id=spec.instance_id, query_run_id=spec.query_run_id)
+    return new_target(plan.backend, ctx, layout)
 
 
 def _build_stores(plan: Plan, store: StorePlan, parts: list[int], sources: list[int], root: str,
                   staging_io: FileIO) -> dict[int, tuple]:
-    targets: dict[int, _Target] = {}
+    targets: dict[int, Target] = {}
     try:
         for p in parts:
-            targets[p] = _Target(plan, store, p, root, staging_io)
+            targets[p] = _new_target(plan, store, p, root, staging_io)
         for old in sources:
             _copy_from(plan, store, old, root, targets)
         out = {}
         for p, target in targets.items():
-            target.flush()
-            outcome, _ = run_snapshot(target.backend, plan.new_version)
+            outcome = target.commit(plan.new_version)
             if outcome.manifest.num_keys != target.rows:
                 raise RescaleError(f"{store.label} new partition {p}: wrote {target.rows} entries but version "
                                    f"{plan.new_version} holds {outcome.manifest.num_keys}")
@@ -184,12 +168,11 @@ def _build_stores(plan: Plan, store: StorePlan, parts: list[int], sources: list[
             target.close()
 
 
-def _copy_from(plan: Plan, store: StorePlan, old: int, root: str, targets: dict[int, _Target]) -> None:
-    """Scan old partition `old` once; deal each entry to the target its key group routes to."""
+def _copy_from(plan: Plan, store: StorePlan, old: int, root: str, targets: dict[int, Target]) -> None:
+    """Scan old partition `old` once, in key order; deal each entry to the target its key group routes to."""
     spec = StoreSpec.from_json(store_spec_doc(plan, store, old, f"rescale-r{old}-{uuid.uuid4().hex[:12]}"))
     reader = Store(spec, local_root=root)
     n_new, n_old = plan.new_partitions, plan.old_partitions
-    by_part = {p: t.pending for p, t in targets.items()}
     try:
         reader.load(plan.old_version)
         cursor = reader.open_cursor(b"")
@@ -197,33 +180,21 @@ def _copy_from(plan: Plan, store: StorePlan, old: int, root: str, targets: dict[
             done = False
             while not done:
                 chunk, done = cursor.next_chunk(CHUNK_ROWS, CHUNK_BYTES)
+                if not chunk:
+                    continue
                 if store.single_partition:
-                    targets[0].pending.extend(chunk)  # counted when flushed
-                else:
-                    for k, v in chunk:
-                        kg = int.from_bytes(k[:KEY_GROUP_BYTES], "big", signed=True)
-                        bucket = by_part.get(kg % n_new)
-                        if bucket is not None:
-                            bucket.append((k, v))
-                        if kg % n_old != old:
-                            raise RescaleError(
-                                f"{store.label} old partition {old}: an entry with key group {kg} belongs to "
-                                f"partition {kg % n_old} of {n_old}; the stored key groups do not match Spark's "
-                                "routing, so this state cannot be rescaled exactly")
-                for target in targets.values():
-                    if len(target.pending) >= WRITE_BATCH_ROWS:
-                        _account_and_flush(target)
-                        by_part = {p: t.pending for p, t in targets.items()}
+                    targets[0].add(old, chunk)
+                    continue
+                parts = route_chunk(chunk, n_new, n_old, old, store.label)
+                for p, target in targets.items():
+                    picked = np.flatnonzero(parts == p)
+                    if len(picked) == len(chunk):
+                        target.add(old, chunk)
+                    elif len(picked):
+                        target.add(old, [chunk[i] for i in picked.tolist()])
         finally:
             cursor.close()
         for target in targets.values():
-            _account_and_flush(target)
-        by_part = {p: t.pending for p, t in targets.items()}
+            target.end_source(old)
     finally:
         reader.close()
-
-
-def _account_and_flush(target: _Target) -> None:
-    target.rows += len(target.pending)
-    target.data_bytes += sum(len(k) + len(v) for k, v in target.pending)
-    target.flush()
