@@ -63,7 +63,7 @@ def _bool(raw: str) -> bool:
 
 
 BACKENDS = ("rocksdb", "heap")
-TRANSPORTS = ("socket", "py4j")
+TRANSPORTS = ("socket", "py4j", "embedded")
 COMPRESSIONS = ("lz4", "zstd", "snappy", "none")
 HEAP_COMPRESSIONS = ("lz4", "zstd", "none")
 
@@ -71,8 +71,11 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("backend", "backend", "rocksdb", _choice(*BACKENDS),
                 "State backend of the query's stores.", ", ".join(BACKENDS)),
     Declaration("transport", "transport", "socket", _choice(*TRANSPORTS),
-                "Data channel between the JVM shim and the Python worker: a Unix domain socket, or py4j "
-                "(the slow, simple reference path).", ", ".join(TRANSPORTS)),
+                "Where the stores run and how the JVM shim reaches them: `socket`, a worker process per "
+                "running task over a Unix domain socket; `py4j`, the same with frames over py4j (the slow, "
+                "simple reference path); `embedded`, the executor JVM's own CPython through Jep (needs "
+                "`pip install jep`; no process hop per get, at the price of sharing the executor's "
+                "process and one GIL).", ", ".join(TRANSPORTS)),
     Declaration("pythonExec", "python_exec", None, _text,
                 "Python interpreter for the store workers. Unset: spark.pyspark.python, then "
                 "PYSPARK_PYTHON, then python3. `sparkstate.configure()` sets it to the current interpreter.",

@@ -71,7 +71,8 @@ def build_session(settings: dict[str, Any], extra_conf: dict[str, str]):
     if provider == "sparkstate":
         import sparkstate  # only needed (and only importable) when testing our provider
 
-        builder = sparkstate.configure(builder, **settings)
+        # Explicit defaults: a later session in the same JVM must not inherit an earlier module's choice.
+        builder = sparkstate.configure(builder, **{"backend": "rocksdb", "transport": "socket", **settings})
     else:
         builder = builder.config("spark.sql.streaming.stateStore.providerClass", BUILTIN_PROVIDERS[provider])
     spark = builder.getOrCreate()

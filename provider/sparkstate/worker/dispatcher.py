@@ -38,6 +38,11 @@ class Session:
         self._cursors: dict[int, Cursor] = {}
         self._pending_error: str | None = None
 
+    @property
+    def clean(self) -> bool:
+        """No asynchronous error waits to be reported (a sync frame may then skip `handle`)."""
+        return self._pending_error is None
+
     # -- one frame ---------------------------------------------------------------------------
     def handle(self, op: int, handle: int, payload: bytes) -> bytes | None:
         """Apply one frame; return the response bytes of a synchronous frame, None otherwise."""

@@ -42,7 +42,7 @@ final class PythonStateStore implements StateStore {
 
   private final PythonStateStoreProvider provider;
   private final WorkerLease lease;
-  private final WorkerProcess worker;
+  private final Worker worker;
   private final int handle;
   private final long version;
   private final KeyCodec codec;

@@ -58,7 +58,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
   private ShimSettings settings;
   private String specJson;
 
-  private WorkerProcess holder; // guarded by this: the worker that has the store open, or null
+  private Worker holder; // guarded by this: the worker that has the store open, or null
   private int handle = -1; // guarded by this: the store's handle on holder
 
   /** Cheap on purpose: the driver creates throw-away instances just to read supportedCustomMetrics. */
@@ -221,7 +221,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
           + "store checkpoint id was given (" + ckptId.get() + ")");
     }
     WorkerLease lease = WorkerPool.get().leaseFor(settings, currentHolder());
-    WorkerProcess worker = lease.worker();
+    Worker worker = lease.worker();
     try {
       int h = placeOn(worker, version);
       JsonNode loaded = Json.parse(worker.control().load(h, version), "load");
@@ -241,13 +241,13 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
     }
   }
 
-  private synchronized WorkerProcess currentHolder() {
+  private synchronized Worker currentHolder() {
     return holder;
   }
 
   /** Makes sure {@code worker} has the store open, moving it from the worker that held it before. */
-  private int placeOn(WorkerProcess worker, long version) {
-    WorkerProcess previous;
+  private int placeOn(Worker worker, long version) {
+    Worker previous;
     int previousHandle;
     synchronized (this) {
       if (holder == worker && handle >= 0 && worker.isAlive()) {
@@ -307,7 +307,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
    * provider). The store may be moving between workers meanwhile; the worker rejects a stale handle.
    */
   private void maintenance(String kind) {
-    WorkerProcess worker;
+    Worker worker;
     int h;
     synchronized (this) {
       worker = holder;
@@ -330,7 +330,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
 
   @Override
   public void close() {
-    WorkerProcess worker;
+    Worker worker;
     int h;
     synchronized (this) {
       worker = holder;
@@ -362,7 +362,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
    * {@link WorkerFailedException}, an error raised in Python becomes {@link PythonStoreException};
    * both name the store and carry the original message.
    */
-  RuntimeException failure(String action, long version, WorkerProcess worker, RuntimeException e) {
+  RuntimeException failure(String action, long version, Worker worker, RuntimeException e) {
     if (e instanceof PythonStoreException) {
       return e;
     }
@@ -376,7 +376,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
     if (worker != null && (transport || !worker.isAlive())) {
       return worker.failure(action + " " + describe(version), e);
     }
-    if (e instanceof DataChannelException || e instanceof py4j.Py4JException) {
+    if (e instanceof DataChannelException || e instanceof py4j.Py4JException || e instanceof PythonRaisedException) {
       return new PythonStoreException(describe(version) + ": cannot " + action + ": " + e.getMessage(), e);
     }
     return e;

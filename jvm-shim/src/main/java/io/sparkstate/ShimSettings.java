@@ -17,6 +17,7 @@ final class ShimSettings {
   static final String PYTHON_EXEC = PREFIX + "pythonExec";
   static final String TRANSPORT = PREFIX + "transport";
   static final String START_TIMEOUT = PREFIX + "workerStartTimeoutMs";
+  static final String EMBEDDED = "embedded";
 
   final Map<String, String> all;
   final String pythonExec;
@@ -38,9 +39,9 @@ final class ShimSettings {
       }
     }
     String transport = all.getOrDefault(TRANSPORT, "socket").trim().toLowerCase(java.util.Locale.ROOT);
-    if (!transport.equals("socket") && !transport.equals("py4j")) {
+    if (!transport.equals("socket") && !transport.equals("py4j") && !transport.equals(EMBEDDED)) {
       throw new IllegalArgumentException("invalid value '" + all.get(TRANSPORT) + "' for '" + TRANSPORT
-          + "': expected socket, py4j");
+          + "': expected socket, py4j, embedded");
     }
     long timeout = 60000;
     String rawTimeout = all.get(START_TIMEOUT);

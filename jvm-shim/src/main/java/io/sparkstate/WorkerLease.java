@@ -10,18 +10,18 @@ import java.util.List;
  */
 final class WorkerLease {
   private final WorkerPool pool;
-  private final WorkerProcess worker;
+  private final Worker worker;
   private final boolean taskScoped;
   private final List<PythonStateStore> stores = new ArrayList<>(); // guarded by this
   private boolean released; // guarded by this
 
-  WorkerLease(WorkerPool pool, WorkerProcess worker, boolean taskScoped) {
+  WorkerLease(WorkerPool pool, Worker worker, boolean taskScoped) {
     this.pool = pool;
     this.worker = worker;
     this.taskScoped = taskScoped;
   }
 
-  WorkerProcess worker() {
+  Worker worker() {
     return worker;
   }
 

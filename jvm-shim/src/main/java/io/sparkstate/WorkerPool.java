@@ -20,8 +20,8 @@ final class WorkerPool {
   private static final Logger LOG = LoggerFactory.getLogger(WorkerPool.class);
   private static final WorkerPool INSTANCE = new WorkerPool();
 
-  private final List<WorkerProcess> workers = new ArrayList<>(); // guarded by this
-  private final Set<WorkerProcess> busy = new HashSet<>(); // guarded by this
+  private final List<Worker> workers = new ArrayList<>(); // guarded by this
+  private final Set<Worker> busy = new HashSet<>(); // guarded by this
   private final ConcurrentHashMap<Long, WorkerLease> taskLeases = new ConcurrentHashMap<>();
   private final AtomicLong nextId = new AtomicLong();
   private boolean shutdownHookAdded; // guarded by this
@@ -35,7 +35,7 @@ final class WorkerPool {
    * The lease to use for a store: the current task's lease (taken now if this is the task's first store),
    * or, outside a task, a fresh lease owned by the store.
    */
-  WorkerLease leaseFor(ShimSettings settings, WorkerProcess preferred) {
+  WorkerLease leaseFor(ShimSettings settings, Worker preferred) {
     TaskContext task = TaskContext.get();
     if (task == null) {
       return new WorkerLease(this, acquire(settings, preferred), false);
@@ -57,7 +57,7 @@ final class WorkerPool {
     return lease;
   }
 
-  private WorkerProcess acquire(ShimSettings settings, WorkerProcess preferred) {
+  private Worker acquire(ShimSettings settings, Worker preferred) {
     synchronized (this) {
       workers.removeIf(w -> {
         boolean gone = !w.isAlive() && !busy.contains(w);
@@ -70,7 +70,7 @@ final class WorkerPool {
         busy.add(preferred);
         return preferred;
       }
-      for (WorkerProcess w : workers) {
+      for (Worker w : workers) {
         if (isIdleMatch(w, settings)) {
           busy.add(w);
           return w;
@@ -78,7 +78,7 @@ final class WorkerPool {
       }
     }
     // Spawn outside the lock: a start takes a second or more and other tasks may find idle workers meanwhile.
-    WorkerProcess started = WorkerProcess.start("w" + nextId.incrementAndGet(), settings);
+    Worker started = Worker.start("w" + nextId.incrementAndGet(), settings);
     synchronized (this) {
       workers.add(started);
       busy.add(started);
@@ -91,12 +91,12 @@ final class WorkerPool {
     return started;
   }
 
-  private boolean isIdleMatch(WorkerProcess w, ShimSettings settings) {
+  private boolean isIdleMatch(Worker w, ShimSettings settings) {
     return w.isAlive() && !busy.contains(w) && w.pythonExec.equals(settings.pythonExec)
         && w.transport.equals(settings.transport);
   }
 
-  synchronized void giveBack(WorkerProcess worker) {
+  synchronized void giveBack(Worker worker) {
     busy.remove(worker);
     if (!worker.isAlive()) {
       workers.remove(worker);
@@ -110,14 +110,14 @@ final class WorkerPool {
 
   private void killAll() {
     shuttingDown = true;
-    List<WorkerProcess> all;
+    List<Worker> all;
     synchronized (this) {
       all = new ArrayList<>(workers);
     }
-    for (WorkerProcess w : all) {
+    for (Worker w : all) {
       w.closeStdin(); // all at once, so they exit in parallel before kill() waits on each
     }
-    for (WorkerProcess w : all) {
+    for (Worker w : all) {
       try {
         w.kill();
       } catch (RuntimeException e) {

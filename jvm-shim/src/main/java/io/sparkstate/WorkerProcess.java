@@ -25,15 +25,12 @@ import py4j.GatewayServer;
  * Start-up follows docs/architecture.md §2. A worker is marked dead when its process exits or a transport
  * call fails, and is never used again.
  */
-final class WorkerProcess {
+final class WorkerProcess extends Worker {
   private static final Logger LOG = LoggerFactory.getLogger(WorkerProcess.class);
   private static final int STDERR_TAIL_LINES = 40;
   /** Unix socket paths are limited to 108 bytes; leave room for "/data.sock". */
   private static final int MAX_SOCKET_DIR_CHARS = 90;
 
-  final String id;
-  final String pythonExec;
-  final String transport;
   private final Process process;
   private final GatewayServer gateway;
   private final Path dir;
@@ -45,9 +42,7 @@ final class WorkerProcess {
 
   private WorkerProcess(String id, String pythonExec, String transport, Process process, GatewayServer gateway,
       Path dir, WorkerHandshake.Registration reg) {
-    this.id = id;
-    this.pythonExec = pythonExec;
-    this.transport = transport;
+    super(id, pythonExec, transport);
     this.process = process;
     this.gateway = gateway;
     this.dir = dir;
@@ -186,6 +181,7 @@ final class WorkerProcess {
     }
   }
 
+  @Override
   WorkerControl control() {
     if (deathReason != null) {
       throw failure("use the worker", null);
@@ -193,7 +189,7 @@ final class WorkerProcess {
     return control;
   }
 
-  /** The worker's data channel, connected on first use and after a reset. */
+  @Override
   synchronized DataChannel channel() {
     if (deathReason != null) {
       throw failure("use the data channel", null);
@@ -204,7 +200,7 @@ final class WorkerProcess {
     return channel;
   }
 
-  /** Drops a connection left in an unknown state (a frame or response cut off), so the next lease reconnects. */
+  @Override
   synchronized void resetChannelIfDirty() {
     if (channel != null && channel.isDirty()) {
       LOG.info("sparkstate worker {}: resetting its data connection", id);
@@ -213,6 +209,7 @@ final class WorkerProcess {
     }
   }
 
+  @Override
   boolean isAlive() {
     return deathReason == null && process.isAlive();
   }
@@ -232,6 +229,7 @@ final class WorkerProcess {
    * The exception for a failed call on this worker. A dead process or a broken transport makes the worker
    * dead for good; the message then carries the interpreter, exit code and stderr tail.
    */
+  @Override
   WorkerFailedException failure(String action, Throwable cause) {
     if (cause != null && deathReason == null) {
       markDead("cannot " + action + ": " + cause);
@@ -254,6 +252,7 @@ final class WorkerProcess {
   }
 
   /** Ends the process: closes its stdin (it exits on EOF), then kills it, and stops the gateway. */
+  @Override
   void kill() {
     synchronized (this) {
       if (channel != null) {
@@ -288,6 +287,7 @@ final class WorkerProcess {
   }
 
   /** Closing stdin is the polite stop: the worker exits on EOF. */
+  @Override
   void closeStdin() {
     try {
       process.getOutputStream().close();

@@ -1,0 +1,157 @@
+package io.sparkstate;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+
+/**
+ * transport=embedded: frames are written into a direct buffer that Python reads in place, and one call
+ * ({@code pump}) hands them over. The buffer's first int is the byte count of the frames behind it, so the
+ * call needs no arguments (argument conversion costs more than the call). A sync response comes back in
+ * a second direct buffer; one too large for it is fetched as a byte array.
+ */
+final class EmbeddedDataChannel extends FramedDataChannel implements FramedDataChannel.Reply {
+  private static final String MODULE = EmbeddedPython.ENTRY_MODULE + ".";
+  private static final int LENGTH_BYTES = 4;
+  private static final int RESPONSE_BYTES = 64 * 1024;
+
+  private final EmbeddedPython python;
+  private final int channelId;
+  /** The pump callable of each thread that used this channel (Jep binds callables to their thread). */
+  private final ThreadLocal<Object> pump;
+  private ByteBuffer out;
+  private final ByteBuffer in;
+  private ByteBuffer reply;
+  private boolean dirty;
+
+  private EmbeddedDataChannel(EmbeddedPython python, int channelId, ByteBuffer out, ByteBuffer in) {
+    this.python = python;
+    this.channelId = channelId;
+    this.pump = ThreadLocal.withInitial(() -> python.callable(MODULE + "channels[" + channelId + "].pump"));
+    this.out = out.position(LENGTH_BYTES);
+    this.in = in;
+  }
+
+  static EmbeddedDataChannel open(EmbeddedPython python, String workerId) {
+    ByteBuffer out = direct(LENGTH_BYTES + 2 * Frames.FLUSH_BYTES);
+    ByteBuffer in = direct(RESPONSE_BYTES);
+    try {
+      int id = ((Number) python.invoke(MODULE + "open_channel", workerId, out, in)).intValue();
+      return new EmbeddedDataChannel(python, id, out, in);
+    } catch (RuntimeException e) {
+      throw new DataChannelException("cannot open the embedded data channel of worker " + workerId + ": "
+          + e.getMessage(), true, e);
+    }
+  }
+
+  private static ByteBuffer direct(int bytes) {
+    return ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
+  }
+
+  @Override
+  protected ByteBuffer beginFrame(int frameBytes) {
+    if (out.remaining() < frameBytes) {
+      send();
+      if (out.capacity() - LENGTH_BYTES < frameBytes) {
+        ByteBuffer bigger = direct(LENGTH_BYTES + frameBytes);
+        python.invoke(MODULE + "rebind", channelId, bigger, in);
+        out = bigger.position(LENGTH_BYTES);
+      }
+    }
+    return out;
+  }
+
+  @Override
+  protected void endAsyncFrame() {
+    if (out.position() >= Frames.FLUSH_BYTES) {
+      send();
+    }
+  }
+
+  @Override
+  protected Reply endSyncFrame() {
+    int size = send();
+    if (size >= 0) {
+      reply = in.duplicate().order(ByteOrder.LITTLE_ENDIAN).limit(size);
+    } else {
+      byte[] whole = (byte[]) invokeTransport("take_oversized");
+      reply = ByteBuffer.wrap(whole).order(ByteOrder.LITTLE_ENDIAN);
+    }
+    dirty = true; // until the reply is consumed
+    return this;
+  }
+
+  /** Hands the queued frames to Python; returns the size of the sync response (negative: oversized). */
+  private int send() {
+    int frames = out.position() - LENGTH_BYTES;
+    if (frames == 0) {
+      return 0;
+    }
+    out.putInt(0, frames);
+    try {
+      dirty = true;
+      int size = ((Number) python.call(pump.get())).intValue();
+      dirty = false;
+      return size;
+    } catch (RuntimeException e) {
+      throw new DataChannelException("embedded data channel " + channelId + " failed: " + e.getMessage(), true, e);
+    } finally {
+      out.clear().position(LENGTH_BYTES);
+    }
+  }
+
+  private Object invokeTransport(String function) {
+    try {
+      return python.invoke(MODULE + function, channelId);
+    } catch (RuntimeException e) {
+      dirty = true;
+      throw new DataChannelException("embedded data channel " + channelId + ": " + function + " failed: "
+          + e.getMessage(), true, e);
+    }
+  }
+
+  private void need(int n) {
+    if (reply.remaining() < n) {
+      throw new DataChannelException("truncated response on embedded data channel " + channelId + ": needed "
+          + n + " more bytes, have " + reply.remaining(), true, null);
+    }
+  }
+
+  @Override
+  public int readInt() {
+    need(4);
+    return reply.getInt();
+  }
+
+  @Override
+  public byte readByte() {
+    need(1);
+    return reply.get();
+  }
+
+  @Override
+  public void readFully(byte[] dst, int off, int len) {
+    need(len);
+    reply.get(dst, off, len);
+  }
+
+  @Override
+  public void finish() {
+    reply = null;
+    dirty = false;
+  }
+
+  @Override
+  public synchronized boolean isDirty() {
+    return dirty;
+  }
+
+  @Override
+  public synchronized void close() {
+    discardAll();
+    try {
+      python.invoke(MODULE + "close_channel", channelId);
+    } catch (RuntimeException ignored) {
+      // the worker is going away; its channels go with it
+    }
+  }
+}
