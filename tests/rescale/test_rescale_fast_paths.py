@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkstate.engine.store import Store
 from sparkstate.rescaling import RescaleError, task
-from sparkstate.rescaling.targets import route_chunk
+from sparkstate.rescaling.targets import pick, route_chunk
 
 from . import fake_checkpoint as fake
 from .test_rescale_offline import new_state, offline_rescale
@@ -27,9 +28,14 @@ def test_route_chunk_is_pmod_of_the_key_group():
     kgs = [rng.randrange(-2**31, 2**31) for _ in range(3000)] + [-2**31, 2**31 - 1, -1, 0, 1]
     old, n_old, n_new = 1, 3, 7
     rows = [(fake.kg_bytes(kg) + bytes(rng.randrange(0, 30)), b"v") for kg in kgs if kg % n_old == old]
-    parts = route_chunk(rows, n_new, n_old, old, "store")
+    parts, sizes = route_chunk(rows, n_new, n_old, old, "store")
     assert parts.tolist() == [pmod_of(k, n_new) for k, _ in rows]
-    assert route_chunk([], n_new, n_old, old, "store").tolist() == []
+    assert sizes.tolist() == [len(k) + len(v) for k, v in rows]
+    no_parts, no_sizes = route_chunk([], n_new, n_old, old, "store")
+    assert no_parts.tolist() == [] and no_sizes.tolist() == []
+    for p in range(n_new):
+        for indexes in ([i for i, q in enumerate(parts) if q == p], [], [0], list(range(len(rows)))):
+            assert list(pick(rows, np.array(indexes, dtype=np.int64))) == [rows[i] for i in indexes]
 
 
 def test_route_chunk_refuses_an_entry_of_another_old_partition_or_without_key_group():

@@ -223,6 +223,27 @@ class RocksDBBackend(Backend):
     def num_keys(self) -> int:
         return self._num_keys
 
+    def fill_from_sst_files(self, paths: Sequence[str], num_keys: int) -> None:
+        """Fill this empty database with SST files written by `rocksdict.SstFileWriter` with this
+        backend's options (`make_options`), holding `num_keys` distinct keys in all; the files are moved
+        in (hard links), one ingest call. For building a store in bulk (rescaling): no memtable, flush or
+        compaction. Files may overlap in key range but must not share keys."""
+        db = self._live()
+        if self._num_keys != 0:
+            raise StoreStateError(f"database {self.db_dir} is not empty ({self._num_keys} keys)")
+        if not paths:
+            return
+        opts = rocksdict.IngestExternalFileOptions()
+        opts.set_move_files(True)
+        db.ingest_external_file(list(paths), opts)
+        # Exact here (ingested files only, no overwrites or deletes).
+        held = db.property_int_value("rocksdb.estimate-num-keys")
+        if held != num_keys:
+            raise StoreStateError(f"database {self.db_dir}: {num_keys} keys expected from {len(paths)} SST "
+                                  f"file(s), {held} ingested")
+        self._num_keys = num_keys
+        self._known.clear()
+
     def memory_used_bytes(self) -> int:
         db = self._db
         if db is None:

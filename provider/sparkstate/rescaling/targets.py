@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from itertools import chain, starmap
+from operator import itemgetter
 from typing import Any, Sequence
 
 import numpy as np
@@ -38,11 +39,12 @@ _KG_OFFSETS = np.arange(KEY_GROUP_BYTES, dtype=np.int64)
 Rows = Sequence[tuple[bytes, bytes]]
 
 
-def route_chunk(rows: Rows, n_new: int, n_old: int, old: int, label: str) -> np.ndarray:
-    """New partition (`pmod(kg, n_new)`) of every row; raises if a row's key group does not belong to old
-    partition `old` of `n_old` (then the stored key groups do not follow Spark's routing)."""
+def route_chunk(rows: Rows, n_new: int, n_old: int, old: int, label: str) -> tuple[np.ndarray, np.ndarray]:
+    """(new partition `pmod(kg, n_new)`, key + value bytes) of every row; raises if a row's key group does
+    not belong to old partition `old` of `n_old` (then the stored key groups do not follow Spark's routing)."""
     keys = [r[0] for r in rows]
     lens = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+    sizes = lens + np.fromiter(map(len, [r[1] for r in rows]), dtype=np.int64, count=len(rows))
     if len(keys) and int(lens.min()) < KEY_GROUP_BYTES:
         raise RescaleError(f"{label} old partition {old}: a key of {int(lens.min())} bytes has no key group")
     starts = np.zeros(len(keys), dtype=np.int64)
@@ -56,21 +58,31 @@ def route_chunk(rows: Rows, n_new: int, n_old: int, old: int, label: str) -> np.
             f"{label} old partition {old}: an entry with key group {bad} belongs to partition {bad % n_old} of "
             f"{n_old}; the stored key groups do not match Spark's routing, so this state cannot be rescaled "
             "exactly")
-    return kg % n_new
+    return kg % n_new, sizes
 
 
 def data_bytes(rows: Rows) -> int:
     return sum(map(len, chain.from_iterable(rows)))
 
 
+def pick(rows: Rows, indexes: np.ndarray) -> Rows:
+    """rows[i] for i in indexes, gathered in C."""
+    if len(indexes) == len(rows):
+        return rows
+    if len(indexes) == 1:
+        return [rows[int(indexes[0])]]
+    return itemgetter(*indexes.tolist())(rows) if len(indexes) else []
+
+
 class Target:
-    """One new store being built; `add` rows of one old partition (in key order), then `commit` once."""
+    """One new store being built: `add` the rows of one old partition (in key order, with their key +
+    value bytes), `end_source`, the same for the next old partition; then `commit` once, and `close`."""
 
     def __init__(self, ctx: BackendContext, layout: InstanceLayout) -> None:
         self.ctx, self.layout = ctx, layout
         self.rows = self.data_bytes = 0
 
-    def add(self, old: int, rows: Rows) -> None:
+    def add(self, old: int, rows: Rows, nbytes: int) -> None:
         raise NotImplementedError
 
     def end_source(self, old: int) -> None:
@@ -91,10 +103,10 @@ class BatchTarget(Target):
         self.backend: Backend | None = builder_for(backend_name)(ctx, None)
         self.pending: list[tuple[bytes, bytes]] = []
 
-    def add(self, old: int, rows: Rows) -> None:
+    def add(self, old: int, rows: Rows, nbytes: int) -> None:
         self.pending.extend(rows)
         self.rows += len(rows)
-        self.data_bytes += data_bytes(rows)
+        self.data_bytes += nbytes
         if len(self.pending) >= WRITE_BATCH_ROWS:
             self._flush()
 
@@ -131,11 +143,10 @@ class SstTarget(Target):
         self._sst_dir = os.path.join(layout.instance_dir, "ingest")
         os.makedirs(self._sst_dir, exist_ok=True)
         self._writer: Any = None   # SstFileWriter of the current old partition, opened at its first row
-        self._writer_rows = 0
         self._files: list[str] = []
         self._backend: Backend | None = None
 
-    def add(self, old: int, rows: Rows) -> None:
+    def add(self, old: int, rows: Rows, nbytes: int) -> None:
         if not rows:
             return
         w = self._writer
@@ -144,13 +155,11 @@ class SstTarget(Target):
             path = os.path.join(self._sst_dir, f"from-{old}.sst")
             w.open(path)
             self._files.append(path)
-            self._writer_rows = 0
         # w[k] = v for every row, iterated in C; the writer refuses a key not greater than the one
         # before it, so the sort order is checked as well.
         deque(starmap(w.__setitem__, rows), maxlen=0)
-        self._writer_rows += len(rows)
         self.rows += len(rows)
-        self.data_bytes += data_bytes(rows)
+        self.data_bytes += nbytes
 
     def end_source(self, old: int) -> None:
         w, self._writer = self._writer, None
@@ -161,21 +170,9 @@ class SstTarget(Target):
         from ..engine.rocksdb_backend import RocksDBBackend
 
         self.end_source(-1)
-        db_dir = self.layout.new_db_dir()
-        if self._files:
-            db = self._rocksdict.Rdict(db_dir, self._options)
-            try:
-                opts = self._rocksdict.IngestExternalFileOptions()
-                opts.set_move_files(True)
-                db.ingest_external_file(self._files, opts)
-                # Exact here (ingested files only, no overwrites or deletes): every row reached the database.
-                held = db.property_int_value("rocksdb.estimate-num-keys")
-            finally:
-                db.close()
-            if held != self.rows:
-                raise RescaleError(f"{db_dir}: {self.rows} entries written to SST files, {held} ingested")
-        self._backend = RocksDBBackend(self.ctx, db_dir, {}, self.rows)
-        outcome, _ = run_snapshot(self._backend, version)
+        backend = self._backend = RocksDBBackend(self.ctx, self.layout.new_db_dir(), {}, 0)
+        backend.fill_from_sst_files(self._files, self.rows)
+        outcome, _ = run_snapshot(backend, version)
         return outcome
 
     def close(self) -> None:

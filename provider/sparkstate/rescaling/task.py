@@ -30,7 +30,7 @@ from ..engine.store import Store, StoreSpec, storage_conf_for
 from ..storage import FileIO, fileio_for
 from .plan import Plan, StorePlan, join, store_spec_doc
 from .spark_logs import RescaleError
-from .targets import Target, new_target, route_chunk
+from .targets import Target, data_bytes, new_target, pick, route_chunk
 
 CHUNK_ROWS = 65536
 CHUNK_BYTES = 16 << 20
@@ -183,15 +183,13 @@ def _copy_from(plan: Plan, store: StorePlan, old: int, root: str, targets: dict[
                 if not chunk:
                     continue
                 if store.single_partition:
-                    targets[0].add(old, chunk)
+                    targets[0].add(old, chunk, data_bytes(chunk))
                     continue
-                parts = route_chunk(chunk, n_new, n_old, old, store.label)
+                parts, sizes = route_chunk(chunk, n_new, n_old, old, store.label)
                 for p, target in targets.items():
                     picked = np.flatnonzero(parts == p)
-                    if len(picked) == len(chunk):
-                        target.add(old, chunk)
-                    elif len(picked):
-                        target.add(old, [chunk[i] for i in picked.tolist()])
+                    if len(picked):
+                        target.add(old, pick(chunk, picked), int(sizes[picked].sum()))
         finally:
             cursor.close()
         for target in targets.values():
