@@ -33,7 +33,7 @@ from ..storage import FileIO, fileio_for
 from ..storage.local import local_path_or_none
 from .plan import STAGING_DIR, Plan, build_plan, join, normalize_checkpoint, store_spec_doc
 from .spark_logs import RescaleError, SparkLogs
-from .task import done_marker_path, rescale_partitions, staged_manifest_path
+from .task import done_marker_path, staged_manifest_path
 
 ProgressFn = Callable[["Progress"], None]
 
@@ -190,18 +190,31 @@ def _pid_alive(pid: int) -> bool:
 # ---- the job --------------------------------------------------------------------------------------
 
 def _run_job(spark: Any, plan: Plan, fio: FileIO, progress: ProgressFn | None) -> list[dict]:
+    """One Spark job: JVM tasks that pipe task groups to `python -m sparkstate.rescaling.task_process`
+    (see that module for why not PySpark workers). Groups are dealt to at most one task per core, so each
+    core starts one Python process."""
+    # Not at module level: the package imports this module, and task_process must not be imported before
+    # `python -m` runs it in the task processes.
+    from .task_process import parse_answers, request_line
+
     sc = spark.sparkContext
     plan_json = plan.to_json()
-    n = plan.new_partitions
+    groups = plan.task_groups(sc.defaultParallelism)
+    command = [_task_python(spark), "-m", "sparkstate.rescaling.task_process"]
     box: dict[str, Any] = {}
 
     def work() -> None:
         try:
             sc.setJobGroup(f"sparkstate-rescale-{plan.plan_id}", f"sparkstate rescale {plan.checkpoint}",
                            interruptOnCancel=False)
-            groups = plan.task_groups(sc.defaultParallelism)
-            rdd = sc.parallelize(groups, len(groups)).flatMap(lambda parts: rescale_partitions(plan_json, parts))
-            box["results"] = rdd.collect()
+            jvm = sc._jvm
+            requests, argv = jvm.java.util.ArrayList(), jvm.java.util.ArrayList()
+            for parts in groups:
+                requests.add(request_line(plan_json, parts))
+            for arg in command:
+                argv.add(arg)
+            slices = max(1, min(len(groups), sc.defaultParallelism))
+            box["lines"] = [str(line) for line in sc._jsc.parallelize(requests, slices).pipe(argv).collect()]
         except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
             box["error"] = e
 
@@ -218,10 +231,32 @@ def _run_job(spark: Any, plan: Plan, fio: FileIO, progress: ProgressFn | None) -
     if "error" in box:
         raise RescaleError(f"the rescale job failed; the checkpoint is unchanged and re-running the command "
                            f"continues where it stopped: {_short(box['error'])}") from box["error"]
-    results = sorted(box["results"], key=lambda r: r["partition"])
+    results, errors = parse_answers(box["lines"])
+    if errors:
+        raise RescaleError(f"the rescale job failed; the checkpoint is unchanged and re-running the command "
+                           f"continues where it stopped: {errors[0]}")
+    missing = sorted(set(p for g in groups for p in g) - {r["partition"] for r in results})
+    if missing:
+        raise RescaleError(f"the rescale job returned no result for new partition(s) {missing}; the checkpoint "
+                           "is unchanged and re-running the command continues where it stopped")
+    results.sort(key=lambda r: r["partition"])
     if progress:
         progress(_progress_from_markers(plan, fio))
     return results
+
+
+def _task_python(spark: Any) -> str:
+    """The store workers' interpreter, by the shim's rule: the pythonExec setting, else
+    spark.pyspark.python, else PYSPARK_PYTHON, else python3."""
+    conf = dict(spark.sparkContext.getConf().getAll())
+    try:
+        conf.update(spark.conf.getAll)
+    except Exception:  # noqa: BLE001 - older API shapes
+        pass
+    for value in (conf.get(PREFIX + "pythonExec"), conf.get("spark.pyspark.python"), os.environ.get("PYSPARK_PYTHON")):
+        if value and value.strip():
+            return value.strip()
+    return "python3"
 
 
 def _short(e: BaseException) -> str:
