@@ -1,6 +1,6 @@
 """Benchmark: rescale 1M keys of aggregation state from 4 to 8 partitions, ours vs Spark's, in one run.
 
-    PYTHONPATH=$PWD/provider python python/bench/rescale.py                 # 1M keys, 4 -> 8
+    PYTHONPATH=$PWD/provider:$PWD/python python python/bench/rescale.py     # 1M keys, 4 -> 8
     python python/bench/rescale.py --keys 100000 --out rescale.json          # smaller
 
 For each side, in its own fresh Python process and JVM (this file with `--run-one`), one after the other:
@@ -78,6 +78,7 @@ def run_one(side: str, args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     run_query()
     build_s = time.perf_counter() - t0
+    load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
     if side == "sparkstate":
         import sparkstate
@@ -87,6 +88,7 @@ def run_one(side: str, args: argparse.Namespace) -> dict:
         spark._streamingCheckpointManager.repartition(checkpoint, args.to_partitions)
         detail = "spark._streamingCheckpointManager.repartition"
     rescale_s = time.perf_counter() - t0
+    load_after = os.getloadavg()[0]
     state_bytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(os.path.join(checkpoint, "state"))
                       for f in fs)
     # sanity: restart the unchanged query over one more file touching 1000 existing keys
@@ -106,7 +108,8 @@ def run_one(side: str, args: argparse.Namespace) -> dict:
     shutil.rmtree(work, ignore_errors=True)
     return {"side": side, "keys": args.keys, "from": args.from_partitions, "to": args.to_partitions,
             "buildSeconds": round(build_s, 2), "rescaleSeconds": round(rescale_s, 2),
-            "checkpointStateBytes": state_bytes, "restartOk": ok, "detail": detail}
+            "checkpointStateBytes": state_bytes, "restartOk": ok, "detail": detail,
+            "loadAvg1mBeforeAfter": [round(load_before, 2), round(load_after, 2)]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,11 +157,14 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(json.load(f))
         print(f"rescale {args.from_partitions} -> {args.to_partitions}, {args.keys:,} keys of aggregation state, "
               f"{args.master}, {platform.machine()} / {os.cpu_count()} CPUs")
-        print("| side | rescale s | state build s | checkpoint state bytes | restart ok |")
-        print("|---|---|---|---|---|")
+        print("| side | rescale s | state build s | checkpoint state bytes | restart ok | load avg (1 min) before/after |")
+        print("|---|---|---|---|---|---|")
         for r in results:
+            load = "/".join(f"{x:.1f}" for x in r["loadAvg1mBeforeAfter"])
             print(f"| {r['side']} | {r['rescaleSeconds']:.2f} | {r['buildSeconds']:.2f} | "
-                  f"{r['checkpointStateBytes']:,} | {r['restartOk']} |")
+                  f"{r['checkpointStateBytes']:,} | {r['restartOk']} | {load} |")
+        for r in results:
+            print(f"{r['side']}: {r['detail']}")
         by = {r["side"]: r for r in results}
         if "sparkstate" in by and "spark" in by:
             ratio = by["sparkstate"]["rescaleSeconds"] / by["spark"]["rescaleSeconds"]
