@@ -162,6 +162,9 @@ class SstTarget(Target):
         self.data_bytes += nbytes
 
     def end_source(self, old: int) -> None:
+        self._finish_file()
+
+    def _finish_file(self) -> None:
         w, self._writer = self._writer, None
         if w is not None:
             w.finish()
@@ -169,7 +172,7 @@ class SstTarget(Target):
     def commit(self, version: int) -> SnapshotOutcome:
         from ..engine.rocksdb_backend import RocksDBBackend
 
-        self.end_source(-1)
+        self._finish_file()
         backend = self._backend = RocksDBBackend(self.ctx, self.layout.new_db_dir(), {}, 0)
         backend.fill_from_sst_files(self._files, self.rows)
         outcome, _ = run_snapshot(backend, version)
