@@ -87,14 +87,17 @@ final class EmbeddedDataChannel extends FramedDataChannel implements FramedDataC
       return 0;
     }
     out.putInt(0, frames);
+    Object callable = pump.get();
+    PumpLock.INSTANCE.lock();
     try {
       dirty = true;
-      int size = ((Number) python.call(pump.get())).intValue();
+      int size = ((Number) python.call(callable)).intValue();
       dirty = false;
       return size;
     } catch (RuntimeException e) {
       throw new DataChannelException("embedded data channel " + channelId + " failed: " + e.getMessage(), true, e);
     } finally {
+      PumpLock.INSTANCE.unlock();
       out.clear().position(LENGTH_BYTES);
     }
   }
