@@ -9,7 +9,7 @@ import java.nio.ByteOrder;
  * call needs no arguments (argument conversion costs more than the call). A sync response comes back in
  * a second direct buffer; one too large for it is fetched as a byte array.
  */
-final class EmbeddedDataChannel extends FramedDataChannel implements FramedDataChannel.Reply {
+final class EmbeddedDataChannel extends FramedDataChannel {
   private static final String MODULE = EmbeddedPython.ENTRY_MODULE + ".";
   private static final int LENGTH_BYTES = 4;
   private static final int RESPONSE_BYTES = 64 * 1024;
@@ -20,7 +20,6 @@ final class EmbeddedDataChannel extends FramedDataChannel implements FramedDataC
   private final ThreadLocal<Object> pump;
   private ByteBuffer out;
   private final ByteBuffer in;
-  private ByteBuffer reply;
   private boolean dirty;
 
   private EmbeddedDataChannel(EmbeddedPython python, int channelId, ByteBuffer out, ByteBuffer in) {
@@ -70,14 +69,10 @@ final class EmbeddedDataChannel extends FramedDataChannel implements FramedDataC
   @Override
   protected Reply endSyncFrame() {
     int size = send();
-    if (size >= 0) {
-      reply = in.duplicate().order(ByteOrder.LITTLE_ENDIAN).limit(size);
-    } else {
-      byte[] whole = (byte[]) invokeTransport("take_oversized");
-      reply = ByteBuffer.wrap(whole).order(ByteOrder.LITTLE_ENDIAN);
-    }
-    dirty = true; // until the reply is consumed
-    return this;
+    ByteBuffer reply = size >= 0
+        ? in.duplicate().order(ByteOrder.LITTLE_ENDIAN).limit(size)
+        : ByteBuffer.wrap((byte[]) invokeTransport("take_oversized")).order(ByteOrder.LITTLE_ENDIAN);
+    return new BufferReply(reply, "embedded data channel " + channelId);
   }
 
   /** Hands the queued frames to Python; returns the size of the sync response (negative: oversized). */
@@ -110,37 +105,6 @@ final class EmbeddedDataChannel extends FramedDataChannel implements FramedDataC
       throw new DataChannelException("embedded data channel " + channelId + ": " + function + " failed: "
           + e.getMessage(), true, e);
     }
-  }
-
-  private void need(int n) {
-    if (reply.remaining() < n) {
-      throw new DataChannelException("truncated response on embedded data channel " + channelId + ": needed "
-          + n + " more bytes, have " + reply.remaining(), true, null);
-    }
-  }
-
-  @Override
-  public int readInt() {
-    need(4);
-    return reply.getInt();
-  }
-
-  @Override
-  public byte readByte() {
-    need(1);
-    return reply.get();
-  }
-
-  @Override
-  public void readFully(byte[] dst, int off, int len) {
-    need(len);
-    reply.get(dst, off, len);
-  }
-
-  @Override
-  public void finish() {
-    reply = null;
-    dirty = false;
   }
 
   @Override

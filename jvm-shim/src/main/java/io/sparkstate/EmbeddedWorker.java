@@ -16,8 +16,6 @@ final class EmbeddedWorker extends Worker {
 
   private final EmbeddedPython python;
   private final WorkerControl control;
-  private EmbeddedDataChannel channel; // guarded by this
-  private volatile String deathReason;
 
   private EmbeddedWorker(String id, ShimSettings settings, EmbeddedPython python) {
     super(id, settings.pythonExec, settings.transport);
@@ -39,31 +37,13 @@ final class EmbeddedWorker extends Worker {
   }
 
   @Override
-  WorkerControl control() {
-    if (deathReason != null) {
-      throw failure("use the worker", null);
-    }
+  protected WorkerControl controlObject() {
     return control;
   }
 
   @Override
-  synchronized DataChannel channel() {
-    if (deathReason != null) {
-      throw failure("use the data channel", null);
-    }
-    if (channel == null) {
-      channel = EmbeddedDataChannel.open(python, id);
-    }
-    return channel;
-  }
-
-  @Override
-  synchronized void resetChannelIfDirty() {
-    if (channel != null && channel.isDirty()) {
-      LOG.info("sparkstate embedded worker {}: resetting its data channel", id);
-      channel.close();
-      channel = null;
-    }
+  protected DataChannel openChannel() {
+    return EmbeddedDataChannel.open(python, id);
   }
 
   @Override
@@ -86,12 +66,7 @@ final class EmbeddedWorker extends Worker {
   /** Closes the worker's stores (keeping nothing but the checkpoint) on a helper thread, bounded in time. */
   @Override
   void kill() {
-    synchronized (this) {
-      if (channel != null) {
-        channel.close();
-        channel = null;
-      }
-    }
+    closeChannel();
     if (deathReason == null) {
       deathReason = "stopped";
     }

@@ -32,35 +32,7 @@ final class Py4jDataChannel extends FramedDataChannel {
   protected Reply endSyncFrame() {
     byte[] response = send();
     ByteBuffer buf = ByteBuffer.wrap(response == null ? new byte[0] : response).order(ByteOrder.LITTLE_ENDIAN);
-    return new Reply() {
-      @Override
-      public int readInt() {
-        check(4);
-        return buf.getInt();
-      }
-
-      @Override
-      public byte readByte() {
-        check(1);
-        return buf.get();
-      }
-
-      @Override
-      public void readFully(byte[] dst, int off, int len) {
-        check(len);
-        buf.get(dst, off, len);
-      }
-
-      @Override
-      public void finish() {}
-
-      private void check(int n) {
-        if (buf.remaining() < n) {
-          throw new DataChannelException("truncated response from worker data(): needed " + n
-              + " more bytes, have " + buf.remaining(), true, null);
-        }
-      }
-    };
+    return new BufferReply(buf, "worker data()");
   }
 
   private byte[] send() {

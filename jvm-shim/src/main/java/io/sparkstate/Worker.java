@@ -1,5 +1,8 @@
 package io.sparkstate;
 
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
 /**
  * What a task leases: something that holds opened stores and answers control calls and data frames for
  * them. {@link WorkerProcess} is a separate Python process (transports socket and py4j);
@@ -7,6 +10,8 @@ package io.sparkstate;
  * embedded). Stores never see the difference.
  */
 abstract class Worker {
+  private static final Logger LOG = LoggerFactory.getLogger(Worker.class);
+
   final String id;
   final String pythonExec;
   final String transport;
@@ -23,13 +28,47 @@ abstract class Worker {
         : WorkerProcess.start(id, settings);
   }
 
-  abstract WorkerControl control();
+  /** Why the worker is dead, or null while it is usable. */
+  protected volatile String deathReason;
+  private DataChannel channel; // guarded by this
+
+  /** The control calls; refused once the worker is dead. */
+  final WorkerControl control() {
+    if (deathReason != null) {
+      throw failure("use the worker", null);
+    }
+    return controlObject();
+  }
 
   /** The data channel, connected on first use and after a reset. */
-  abstract DataChannel channel();
+  final synchronized DataChannel channel() {
+    if (deathReason != null) {
+      throw failure("use the data channel", null);
+    }
+    if (channel == null) {
+      channel = openChannel();
+    }
+    return channel;
+  }
 
   /** Drops a channel left in an unknown state (a frame or response cut off), so the next lease reconnects. */
-  abstract void resetChannelIfDirty();
+  final synchronized void resetChannelIfDirty() {
+    if (channel != null && channel.isDirty()) {
+      LOG.info("sparkstate {}: resetting its data channel", this);
+      closeChannel();
+    }
+  }
+
+  protected final synchronized void closeChannel() {
+    if (channel != null) {
+      channel.close();
+      channel = null;
+    }
+  }
+
+  protected abstract WorkerControl controlObject();
+
+  protected abstract DataChannel openChannel();
 
   abstract boolean isAlive();
 

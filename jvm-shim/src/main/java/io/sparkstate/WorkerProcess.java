@@ -37,8 +37,6 @@ final class WorkerProcess extends Worker {
   private final WorkerControl control;
   private final String socketPath;
   private final long pid;
-  private DataChannel channel; // guarded by this
-  private volatile String deathReason;
 
   private WorkerProcess(String id, String pythonExec, String transport, Process process, GatewayServer gateway,
       Path dir, WorkerHandshake.Registration reg) {
@@ -182,31 +180,13 @@ final class WorkerProcess extends Worker {
   }
 
   @Override
-  WorkerControl control() {
-    if (deathReason != null) {
-      throw failure("use the worker", null);
-    }
+  protected WorkerControl controlObject() {
     return control;
   }
 
   @Override
-  synchronized DataChannel channel() {
-    if (deathReason != null) {
-      throw failure("use the data channel", null);
-    }
-    if (channel == null) {
-      channel = transport.equals("py4j") ? new Py4jDataChannel(control) : SocketDataChannel.connect(socketPath);
-    }
-    return channel;
-  }
-
-  @Override
-  synchronized void resetChannelIfDirty() {
-    if (channel != null && channel.isDirty()) {
-      LOG.info("sparkstate worker {}: resetting its data connection", id);
-      channel.close();
-      channel = null;
-    }
+  protected DataChannel openChannel() {
+    return transport.equals("py4j") ? new Py4jDataChannel(control) : SocketDataChannel.connect(socketPath);
   }
 
   @Override
@@ -254,12 +234,7 @@ final class WorkerProcess extends Worker {
   /** Ends the process: closes its stdin (it exits on EOF), then kills it, and stops the gateway. */
   @Override
   void kill() {
-    synchronized (this) {
-      if (channel != null) {
-        channel.close();
-        channel = null;
-      }
-    }
+    closeChannel();
     closeStdin();
     try {
       process.waitFor(500, TimeUnit.MILLISECONDS); // a worker exits by itself on stdin EOF
