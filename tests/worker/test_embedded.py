@@ -60,6 +60,15 @@ def test_answer_larger_than_the_response_buffer_is_fetched_whole(channel):
     assert send(frame(p.OP_GET, b"big")) == p.encode_value(store.data[b"big"])
 
 
+def test_channel_stays_clean_after_an_oversized_answer(channel):
+    send, store, _ = channel
+    store.data[b"big"] = b"x" * 1000
+    store.data[b"a"] = b"1"
+    send(frame(p.OP_GET, b"big"))
+    assert send(frame(p.OP_GET, b"a")) == p.encode_value(b"1")
+    assert send(frame(p.OP_SYNC, b"")) == p.OK
+
+
 def test_failed_batch_is_reported_by_the_next_get(channel):
     send, store, _ = channel
     store.fail_next_batch = True

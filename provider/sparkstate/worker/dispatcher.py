@@ -51,7 +51,7 @@ class Session:
             try:
                 value = self._store_of(handle).get(payload)
             except Exception as exc:
-                return p.encode_error(_describe(exc, op, handle))
+                return p.encode_error(describe_error(exc, op, handle))
             return p.ABSENT if value is None else _pack_int(len(value)) + value
         if op in p.SYNC_OPS:
             if self._pending_error is not None:
@@ -62,12 +62,12 @@ class Session:
             try:
                 return self._sync(op, handle, payload)
             except Exception as exc:  # reported to the JVM, which fails the task
-                return p.encode_error(_describe(exc, op, handle))
+                return p.encode_error(describe_error(exc, op, handle))
         try:
             self._async(op, handle, payload)
         except Exception as exc:
             if self._pending_error is None:
-                self._pending_error = _describe(exc, op, handle)
+                self._pending_error = describe_error(exc, op, handle)
         return None
 
     def _sync(self, op: int, handle: int, payload: bytes) -> bytes:
@@ -120,6 +120,7 @@ class Session:
                 traceback.print_exc()
 
 
-def _describe(exc: BaseException, op: int, handle: int) -> str:
+def describe_error(exc: BaseException, op: int, handle: int) -> str:
+    """Log the traceback (the worker's stderr); the one-line `Type: message` the JVM is told."""
     traceback.print_exc()
     return f"{type(exc).__name__}: {exc}"

@@ -18,16 +18,16 @@ import threading
 
 from . import protocol as p
 from .control import WorkerControl
-from .dispatcher import Session
+from .dispatcher import Session, describe_error
 from .registry import StoreRegistry
 
 # Python threads of the engine (uploads, background snapshots) give the GIL back to task threads sooner.
 GIL_SWITCH_INTERVAL_S = 0.0005
 
-_LENGTH = struct.Struct("<i")
-_HEADER = struct.Struct("<Bii")
-_FIRST = struct.Struct("<iBii")  # the length prefix and the first frame's header
-_GET_ONLY = 4 + 9  # bytes before the key of a buffer that holds a single GET frame
+_INT = p.INT
+_HEADER_SIZE = p.HEADER.size
+_FIRST = struct.Struct("<i" + p.HEADER.format.lstrip("<"))  # the length prefix and the first frame's header
+_GET_ONLY = 4 + _HEADER_SIZE  # bytes before the key of a buffer that holds a single GET frame
 
 _lock = threading.Lock()
 _workers: dict[str, tuple[StoreRegistry, WorkerControl]] = {}
@@ -53,40 +53,40 @@ class EmbeddedChannel:
         """Handle the frames in the shared buffer; the size of the sync response (negative: too large)."""
         out = self._out
         size, op, store, length = _FIRST.unpack_from(out, 0)
-        if op == p.OP_GET and size == 9 + length and self._session.clean:
-            # The per-row state lookup, and all of it runs under the GIL: the shortest path we have.
+        if op == p.OP_GET and size == _HEADER_SIZE + length and self._session.clean:
+            # The per-row state lookup, all of it under the GIL: no frame loop, no response concatenation.
             try:
                 value = self._store_of(store).get(bytes(out[_GET_ONLY:_GET_ONLY + length]))
-            except Exception:
-                pass  # the general path below reports it
-            else:
-                response = self._response
-                if value is None:
-                    _LENGTH.pack_into(response, 0, -1)
-                    return 4
-                size = len(value) + 4
-                if size <= len(response):
-                    _LENGTH.pack_into(response, 0, size - 4)
-                    response[4:size] = value
-                    return size
+            except Exception as exc:
+                return self._answer(p.encode_error(describe_error(exc, op, store)))
+            response = self._response
+            if value is None:
+                response[:4] = p.ABSENT
+                return 4
+            end = len(value) + 4
+            if end > len(response):
+                return self._answer(p.encode_value(value))
+            _INT.pack_into(response, 0, end - 4)
+            response[4:end] = value
+            return end
         end = 4 + size
         pos = 4
         handle = self._session.handle
-        response = None
+        answer = None
         while pos < end:
-            op, store, length = _HEADER.unpack_from(out, pos)
-            start = pos + 9
+            op, store, length = p.HEADER.unpack_from(out, pos)
+            start = pos + _HEADER_SIZE
             pos = start + length
-            answer = handle(op, store, bytes(out[start:pos]))
-            if answer is not None:
-                response = answer
-        if response is None:
-            return 0
-        size = len(response)
+            answer = handle(op, store, bytes(out[start:pos])) or answer
+        return 0 if answer is None else self._answer(answer)
+
+    def _answer(self, answer: bytes) -> int:
+        """Put a sync answer where the JVM reads it: the response buffer, or the oversized slot."""
+        size = len(answer)
         if size > len(self._response):
-            self._oversized = response
+            self._oversized = answer
             return -size
-        self._response[:size] = response
+        self._response[:size] = answer
         return size
 
     def take_oversized(self) -> bytes:

@@ -5,7 +5,6 @@ import java.io.ByteArrayOutputStream;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
-import java.lang.reflect.Array;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.net.URL;
@@ -32,7 +31,7 @@ final class EmbeddedPython {
 
   /** Asks the interpreter where Jep lives and what its sys.path is; prints one JSON line. */
   private static final String PROBE = String.join("\n",
-      "import json, sys, sysconfig, importlib.util as u",
+      "import json, sys, importlib.util as u",
       "s = u.find_spec('jep')",
       "print(json.dumps({'jep': list(s.submodule_search_locations)[0] if s else None,",
       "                  'path': [p for p in sys.path if p],",
@@ -186,6 +185,4 @@ final class EmbeddedPython {
       throw new IllegalStateException(e);
     }
   }
-
-  static final Object[] NO_ARGS = (Object[]) Array.newInstance(Object.class, 0);
 }
