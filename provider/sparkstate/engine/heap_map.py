@@ -78,6 +78,8 @@ def scan_prefix_length(key: bytes) -> int | None:
 class VersionedMap:
     def __init__(self, data: dict[bytes, bytes], prefix_index: bool) -> None:
         self._live = data
+        # The live value of a key (dict.get of the live dict, which is never replaced): the per-row read.
+        self.lookup = data.get
         self._chain: list[View] = []
         self._garbage: list[dict] = []  # images of dropped views, freed by take_garbage
         self._lock = threading.Lock()

@@ -5,7 +5,8 @@ rocksdb_snapshot), and anything not committed is discarded by restoring, so the 
 
 Exact key count: RocksDB has none, so it is tracked here. Each write needs to know whether its key
 existed. `get` remembers the answer (`_known`), which covers the usual get-then-put of stateful
-operators at no extra cost; the remaining keys of a batch are looked up with one multi-get.
+operators at no extra cost; the remaining keys of a batch are looked up with one multi-get. The map
+lives for one micro-batch (cleared at commit) and is bounded by KNOWN_KEYS_LIMIT within one.
 """
 from __future__ import annotations
 
@@ -178,7 +179,10 @@ class RocksDBBackend(Backend):
 
     # ---- data -----------------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
-        value = self._live().get(key)
+        db = self._db
+        if db is None:
+            raise StoreStateError(f"database {self.db_dir} is closed")
+        value = db.get(key)
         known = self._known
         if len(known) >= KNOWN_KEYS_LIMIT:
             known.clear()
@@ -188,20 +192,22 @@ class RocksDBBackend(Backend):
     def apply_batch(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         db = self._live()
         known = self._known
-        unknown = list(dict.fromkeys(k for k, _ in records if k not in known))
+        unknown = [k for k, _ in records if k not in known]  # empty after the usual get-then-put
         if unknown:
+            unknown = list(dict.fromkeys(unknown))
             for k, v in zip(unknown, db.get(unknown)):
                 known[k] = v is not None
         batch = rocksdict.WriteBatch(raw_mode=True)
+        put, delete = batch.put, batch.delete
         n = self._num_keys
         for k, v in records:
             if v is None:
-                batch.delete(k)
+                delete(k)
                 if known[k]:
                     n -= 1
                     known[k] = False
             else:
-                batch.put(k, v)
+                put(k, v)
                 if not known[k]:
                     n += 1
                     known[k] = True
@@ -257,6 +263,8 @@ class RocksDBBackend(Backend):
 
     # ---- snapshot -------------------------------------------------------------------------------
     def prepare_snapshot(self, version: int) -> SnapshotResources:
+        # A batch's get-then-put pairs end at its commit; a smaller map stays in the CPU caches.
+        self._known.clear()
         return self._snapshot_strategy.prepare(self._live(), version, self._num_keys)
 
     def upload_snapshot(self, resources: SnapshotResources) -> SnapshotOutcome:

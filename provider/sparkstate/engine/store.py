@@ -12,7 +12,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..config import Settings
@@ -149,7 +149,7 @@ class State(enum.Enum):
     ABORTED = "ABORTED"
 
 
-_READABLE = (State.LOADED, State.UPDATING)
+_READABLE = frozenset((State.LOADED, State.UPDATING))
 
 
 class _LockedCursor(Cursor):
@@ -222,11 +222,11 @@ class Store:
     def file_manager(self) -> CheckpointFileManager:
         return self._file_manager
 
-    def _require(self, method: str, allowed: Sequence[State]) -> None:
+    def _require(self, method: str, allowed: Collection[State]) -> None:
         if self._state not in allowed:
             raise StoreStateError(
                 f"{method}() is not allowed in state {self._state.value} of {self.spec.describe()} "
-                f"(allowed in: {', '.join(s.value for s in allowed)})")
+                f"(allowed in: {', '.join(s.value for s in State if s in allowed)})")
 
     def _live(self) -> Backend:
         assert self._backend is not None  # guaranteed by the state guard
@@ -334,9 +334,11 @@ class Store:
 
     # ---- data -------------------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
+        # Once per state lookup: the state check is inlined (a call costs as much as the check).
         with self._lock:
-            self._require("get", _READABLE)
-            return self._live().get(key)
+            if self._state not in _READABLE:
+                self._require("get", _READABLE)
+            return self._backend.get(key)  # type: ignore[union-attr]  # set in every readable state
 
     def apply_batch(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         with self._lock:

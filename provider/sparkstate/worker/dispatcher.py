@@ -36,17 +36,14 @@ class Session:
     def __init__(self, store_of: Callable[[int], object]):
         self._store_of = store_of
         self._cursors: dict[int, Cursor] = {}
-        self._pending_error: str | None = None
-
-    @property
-    def clean(self) -> bool:
-        """No asynchronous error waits to be reported (a sync frame may then skip `handle`)."""
-        return self._pending_error is None
+        # The first error of an asynchronous frame, not reported yet. While it is None, a transport may
+        # answer a lone GET itself instead of calling `handle`.
+        self.pending_error: str | None = None
 
     # -- one frame ---------------------------------------------------------------------------
     def handle(self, op: int, handle: int, payload: bytes) -> bytes | None:
         """Apply one frame; return the response bytes of a synchronous frame, None otherwise."""
-        if op == p.OP_GET and self._pending_error is None:
+        if op == p.OP_GET and self.pending_error is None:
             # The per-key hot path (one per state lookup): no extra call layers.
             try:
                 value = self._store_of(handle).get(payload)
@@ -54,8 +51,8 @@ class Session:
                 return p.encode_error(describe_error(exc, op, handle))
             return p.ABSENT if value is None else _pack_int(len(value)) + value
         if op in p.SYNC_OPS:
-            if self._pending_error is not None:
-                error, self._pending_error = self._pending_error, None
+            if self.pending_error is not None:
+                error, self.pending_error = self.pending_error, None
                 if op == p.OP_SCAN_NEXT:
                     self._close_cursor(p.INT.unpack_from(payload, 0)[0])
                 return p.encode_error(error)
@@ -66,8 +63,8 @@ class Session:
         try:
             self._async(op, handle, payload)
         except Exception as exc:
-            if self._pending_error is None:
-                self._pending_error = describe_error(exc, op, handle)
+            if self.pending_error is None:
+                self.pending_error = describe_error(exc, op, handle)
         return None
 
     def _sync(self, op: int, handle: int, payload: bytes) -> bytes:

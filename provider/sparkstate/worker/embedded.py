@@ -41,7 +41,7 @@ class EmbeddedChannel:
     def __init__(self, worker_id: str, registry: StoreRegistry, out: object, response: object):
         self.worker_id = worker_id
         self._session = Session(registry.get)
-        self._store_of = registry.get
+        self._lookup = registry.lookup
         self._oversized = b""
         self.bind(out, response)
 
@@ -52,32 +52,34 @@ class EmbeddedChannel:
     def pump(self) -> int:
         """Handle the frames in the shared buffer; the size of the sync response (negative: too large)."""
         out = self._out
-        size, op, store, length = _FIRST.unpack_from(out, 0)
-        if op == p.OP_GET and size == _HEADER_SIZE + length and self._session.clean:
-            # The per-row state lookup, all of it under the GIL: no frame loop, no response concatenation.
-            try:
-                value = self._store_of(store).get(bytes(out[_GET_ONLY:_GET_ONLY + length]))
-            except Exception as exc:
-                return self._answer(p.encode_error(describe_error(exc, op, store)))
-            response = self._response
-            if value is None:
-                response[:4] = p.ABSENT
-                return 4
-            end = len(value) + 4
-            if end > len(response):
-                return self._answer(p.encode_value(value))
-            _INT.pack_into(response, 0, end - 4)
-            response[4:end] = value
-            return end
+        size, op, handle, length = _FIRST.unpack_from(out, 0)
+        if op == p.OP_GET and size == _HEADER_SIZE + length and self._session.pending_error is None:
+            # The per-row state lookup, all of it here: no frame loop, no response concatenation.
+            store = self._lookup(handle)
+            if store is not None:  # else the frame loop reports the unknown handle
+                try:
+                    value = store.get(bytes(out[_GET_ONLY:_GET_ONLY + length]))
+                except Exception as exc:
+                    return self._answer(p.encode_error(describe_error(exc, op, handle)))
+                if value is None:
+                    self._response[:4] = p.ABSENT
+                    return 4
+                end = len(value) + 4
+                response = self._response
+                if end > len(response):
+                    return self._answer(p.encode_value(value))
+                _INT.pack_into(response, 0, end - 4)
+                response[4:end] = value
+                return end
         end = 4 + size
         pos = 4
-        handle = self._session.handle
+        apply = self._session.handle
         answer = None
         while pos < end:
-            op, store, length = p.HEADER.unpack_from(out, pos)
+            op, handle, length = p.HEADER.unpack_from(out, pos)
             start = pos + _HEADER_SIZE
             pos = start + length
-            answer = handle(op, store, bytes(out[start:pos])) or answer
+            answer = apply(op, handle, bytes(out[start:pos])) or answer
         return 0 if answer is None else self._answer(answer)
 
     def _answer(self, answer: bytes) -> int:

@@ -61,9 +61,7 @@ def decode_batch(payload: bytes) -> list[tuple[bytes, bytes | None]]:
     records: list[tuple[bytes, bytes | None]] = []
     append = records.append
     off = lens_end
-    for i in range(n):
-        klen = klens[i]
-        vlen = vlens[i]
+    for klen, vlen in zip(klens, vlens):  # once per put: no per-record indexing
         key = payload[off:off + klen]
         off += klen
         if vlen < 0:

@@ -13,7 +13,9 @@ class UnknownHandleError(KeyError):
 
 class StoreRegistry:
     def __init__(self, local_root: str | None = None):
-        self._stores: dict[int, Store] = {}
+        self._stores: dict[int, Store] = {}  # never replaced: `lookup` is bound to it
+        # The store of a handle or None, without the error: for a transport's per-row fast path.
+        self.lookup = self._stores.get
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._local_root = local_root
@@ -42,7 +44,8 @@ class StoreRegistry:
     def close_all(self) -> None:
         """Close every store and delete its local files: the worker is going away with its JVM."""
         with self._lock:
-            stores, self._stores = list(self._stores.values()), {}
+            stores = list(self._stores.values())
+            self._stores.clear()
         for store in stores:
             try:
                 store.close()
