@@ -21,11 +21,11 @@ PREFIX = "spark.sql.streaming.stateStore.sparkstate."
 
 
 class AggregationCase:
-    def __init__(self, spark, tmp_path, seed):
+    def __init__(self, spark, tmp_path, seed, n_files=4):
         self.spark = spark
         self.source = InputDir(spark, str(tmp_path / "in"), EVENT_SCHEMA)
         self.checkpoint = str(tmp_path / "ckpt")
-        self.files = random_events(seed=seed, n_files=4, per_file=40, n_keys=10)
+        self.files = random_events(seed=seed, n_files=n_files, per_file=40, n_keys=10)
         self.sink = BatchCollector()
 
     def writer(self):

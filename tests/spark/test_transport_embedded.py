@@ -27,5 +27,28 @@ def test_interpreter_without_jep_gets_an_error_saying_how_to_install_it(spark, t
     assert "pip install jep" in message and PREFIX + "transport=socket" in message
 
 
+def test_a_store_stays_live_whichever_task_thread_runs_its_partition(spark, tmp_path):
+    # 8 partitions on local[2]: a partition's next task often runs on the other task thread, and so
+    # through the other embedded worker. Its store must be reused live there, not restored.
+    case = AggregationCase(spark, tmp_path, seed=41, n_files=6)
+    case.source.add_all(case.files)
+    spark.conf.set("spark.sql.shuffle.partitions", "8")
+    try:
+        query = case.writer().option("checkpointLocation", case.checkpoint).trigger(availableNow=True).start()
+        try:
+            assert query.awaitTermination(180)
+            assert query.exception() is None
+            progress = query.recentProgress
+        finally:
+            query.stop()
+    finally:
+        spark.conf.unset("spark.sql.shuffle.partitions")
+    loads = [sum(op["customMetrics"]["sparkstateCheckpointLoads"] for op in p["stateOperators"])
+             for p in progress if p["stateOperators"]]
+    assert len(loads) >= 6
+    assert loads[1:] == [0] * (len(loads) - 1), f"stores restored from the checkpoint per batch: {loads}"
+    case.assert_matches_batch()
+
+
 from test_operators import (test_aggregation_update_mode, test_session_window_append_mode,  # noqa: E402,F401
                             test_stream_stream_inner_join)

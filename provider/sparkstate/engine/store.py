@@ -22,7 +22,7 @@ from .backend import Backend, BackendContext, Cursor, builder_for, run_snapshot
 from .local_layout import InstanceLayout, safe_name
 
 CUSTOM_METRICS = (
-    "sparkstateCommitMs", "sparkstateLoadMs", "sparkstateFlushMs", "sparkstateUploadMs",
+    "sparkstateCommitMs", "sparkstateLoadMs", "sparkstateCheckpointLoads", "sparkstateFlushMs", "sparkstateUploadMs",
     "sparkstateFilesUploaded", "sparkstateFilesReused", "sparkstateBytesUploaded", "sparkstateCheckpointBytes",
 )
 
@@ -238,6 +238,7 @@ class Store:
             raise VersionNotFoundError(f"cannot load negative version {version} of {self.spec.describe()}")
         with self._lock:
             t0 = time.perf_counter()
+            restored = False
             if (self._backend is not None and not self._dirty and self._version == version
                     and self._state in (State.LOADED, State.COMMITTED, State.ABORTED)):
                 source = "memory"
@@ -250,9 +251,13 @@ class Store:
                 self._check_backend(manifest)
                 self._backend = self._builder(self._ctx, manifest)
                 source = "checkpoint"
+                restored = manifest is not None
             self._version, self._dirty, self._state = version, False, State.LOADED
             load_ms = _ms_since(t0)
             self._custom["sparkstateLoadMs"] = load_ms
+            # 1 when this load read a committed version back from the checkpoint (a new or moved store,
+            # or a retry after a failure), 0 when the live state was reused or version 0 started empty.
+            self._custom["sparkstateCheckpointLoads"] = int(restored)
             return LoadResult(version=version, load_ms=load_ms, source=source)
 
     def _check_backend(self, manifest: Manifest | None) -> None:

@@ -7,7 +7,8 @@ engine code. A data channel is a pair of direct buffers the JVM shares with us: 
 length prefix into one and calls `pump()`; the sync response goes back through the other.
 
 All task threads of an executor share this interpreter and its GIL; each Jep call holds the GIL only
-while it runs.
+while it runs. The workers share one store table, so a store stays live whichever task thread (and so
+whichever worker) its partition's next task runs on; the shim knows (`Worker.reaches`).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import threading
 from . import protocol as p
 from .control import WorkerControl
 from .dispatcher import Session, describe_error
-from .registry import StoreRegistry
+from .registry import StoreRegistry, StoreTable
 
 # Python threads of the engine (uploads, background snapshots) give the GIL back to task threads sooner.
 GIL_SWITCH_INTERVAL_S = 0.0005
@@ -30,6 +31,7 @@ _FIRST = struct.Struct("<i" + p.HEADER.format.lstrip("<"))  # the length prefix 
 _GET_ONLY = 4 + _HEADER_SIZE  # bytes before the key of a buffer that holds a single GET frame
 
 _lock = threading.Lock()
+_table = StoreTable()  # shared: any embedded worker reaches the stores of every other (registry.py)
 _workers: dict[str, tuple[StoreRegistry, WorkerControl]] = {}
 _channel_ids = itertools.count(1)
 channels: dict[int, "EmbeddedChannel"] = {}  # read by the shim: channels[id].pump
@@ -104,7 +106,7 @@ class EmbeddedChannel:
 def start_worker(worker_id: str) -> str:
     if sys.getswitchinterval() > GIL_SWITCH_INTERVAL_S:
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-    registry = StoreRegistry()
+    registry = StoreRegistry(table=_table)
     control = WorkerControl(registry, on_shutdown=lambda: None)
     with _lock:
         if worker_id in _workers:

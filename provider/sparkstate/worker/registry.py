@@ -1,4 +1,11 @@
-"""The stores a worker holds, by handle. Handles are small ints handed to the JVM by `open`."""
+"""The stores a worker holds, by handle. Handles are small ints handed to the JVM by `open`.
+
+A worker process has its own `StoreTable`. The embedded workers of one executor JVM live in one
+interpreter and share a table: a store a task opened through one of them is reachable through any other,
+so a partition whose next task runs on another task thread keeps its live state instead of being
+released and restored from the checkpoint. Each registry still owns what it opened, and closes only that
+when its worker stops.
+"""
 from __future__ import annotations
 
 import itertools
@@ -11,20 +18,35 @@ class UnknownHandleError(KeyError):
     pass
 
 
+class StoreTable:
+    """Handle -> store for every registry of one interpreter (one per worker process)."""
+
+    def __init__(self) -> None:
+        self.stores: dict[int, Store] = {}  # never replaced: registries bind `stores.get`
+        self.lock = threading.Lock()
+        self._ids = itertools.count(1)
+
+    def add(self, store: Store) -> int:
+        with self.lock:
+            handle = next(self._ids)
+            self.stores[handle] = store
+        return handle
+
+
 class StoreRegistry:
-    def __init__(self, local_root: str | None = None):
-        self._stores: dict[int, Store] = {}  # never replaced: `lookup` is bound to it
+    def __init__(self, local_root: str | None = None, table: StoreTable | None = None):
+        self._table = table if table is not None else StoreTable()
+        self._stores = self._table.stores
         # The store of a handle or None, without the error: for a transport's per-row fast path.
         self.lookup = self._stores.get
-        self._ids = itertools.count(1)
-        self._lock = threading.Lock()
+        self._owned: set[int] = set()  # guarded by the table's lock
         self._local_root = local_root
 
     def open(self, spec: StoreSpec) -> int:
         store = Store(spec, local_root=spec.settings.local_dir or self._local_root)
-        with self._lock:
-            handle = next(self._ids)
-            self._stores[handle] = store
+        handle = self._table.add(store)
+        with self._table.lock:
+            self._owned.add(handle)
         return handle
 
     def get(self, handle: int) -> Store:
@@ -34,18 +56,15 @@ class StoreRegistry:
         return store
 
     def pop(self, handle: int) -> Store | None:
-        with self._lock:
+        with self._table.lock:
+            self._owned.discard(handle)
             return self._stores.pop(handle, None)
 
-    def all(self) -> list[Store]:
-        with self._lock:
-            return list(self._stores.values())
-
     def close_all(self) -> None:
-        """Close every store and delete its local files: the worker is going away with its JVM."""
-        with self._lock:
-            stores = list(self._stores.values())
-            self._stores.clear()
+        """Close every store this registry opened and delete its local files: the worker is going away."""
+        with self._table.lock:
+            stores = [self._stores.pop(h) for h in self._owned if h in self._stores]
+            self._owned.clear()
         for store in stores:
             try:
                 store.close()

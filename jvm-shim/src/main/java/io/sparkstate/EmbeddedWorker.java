@@ -51,6 +51,12 @@ final class EmbeddedWorker extends Worker {
     return deathReason == null;
   }
 
+  /** Every embedded worker of one interpreter shares its store table (sparkstate/worker/registry.py). */
+  @Override
+  boolean reaches(Worker holder) {
+    return holder == this || (holder instanceof EmbeddedWorker other && other.python == python);
+  }
+
   @Override
   WorkerFailedException failure(String action, Throwable cause) {
     if (cause != null && deathReason == null) {

@@ -22,6 +22,8 @@ final class Metrics {
   static final List<StateStoreCustomMetric> DECLARED = List.of(
       new StateStoreCustomTimingMetric("sparkstateCommitMs", "sparkstate: time to commit a version"),
       new StateStoreCustomTimingMetric("sparkstateLoadMs", "sparkstate: time to load a version"),
+      new StateStoreCustomSumMetric("sparkstateCheckpointLoads",
+          "sparkstate: loads that restored a store from the checkpoint instead of reusing it live"),
       new StateStoreCustomTimingMetric("sparkstateFlushMs", "sparkstate: time to flush writes to the backend"),
       new StateStoreCustomTimingMetric("sparkstateUploadMs", "sparkstate: time to upload checkpoint files"),
       new StateStoreCustomSumMetric("sparkstateFilesUploaded", "sparkstate: checkpoint files uploaded"),

@@ -245,12 +245,15 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
     return holder;
   }
 
-  /** Makes sure {@code worker} has the store open, moving it from the worker that held it before. */
+  /**
+   * Makes sure {@code worker} can use the store, moving it from the worker that held it before unless
+   * {@code worker} reaches it there (embedded workers share their stores; the holder stays the owner).
+   */
   private int placeOn(Worker worker, long version) {
     Worker previous;
     int previousHandle;
     synchronized (this) {
-      if (holder == worker && handle >= 0 && worker.isAlive()) {
+      if (holder != null && handle >= 0 && holder.isAlive() && worker.reaches(holder)) {
         return handle;
       }
       previous = holder;

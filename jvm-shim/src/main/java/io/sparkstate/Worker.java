@@ -72,6 +72,14 @@ abstract class Worker {
 
   abstract boolean isAlive();
 
+  /**
+   * Whether a store opened on {@code holder} can be used through this worker as it is (same handle, live
+   * state). A process reaches only its own stores; embedded workers share their interpreter's stores.
+   */
+  boolean reaches(Worker holder) {
+    return holder == this;
+  }
+
   /** The exception for a failed call; a broken transport makes the worker dead for good. */
   abstract WorkerFailedException failure(String action, Throwable cause);
 
