@@ -58,6 +58,12 @@ def test_num_keys_exact_with_duplicates_and_get_then_put(new_store):
     assert s.get(b"b") == b"1"
     s.apply_batch([(b"b", b"2"), (b"b", None)])
     assert s.metrics().num_keys == 2
+    # puts only (the columnar path): a new key put twice in one batch counts once
+    s.apply_batch([(b"n", b"1"), (b"n", b"2"), (b"z", b"2")])
+    s.apply_batch([(b"m", b"1")])
+    assert s.metrics().num_keys == 4 and s.get(b"n") == b"2"
+    s.apply_batch([(b"n", None), (b"m", None)])
+    assert s.metrics().num_keys == 2
     assert s.commit().version == 1
     t = new_store("inst-2")
     t.load(1)
