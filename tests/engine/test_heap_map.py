@@ -75,3 +75,32 @@ def test_memory_estimate_tracks_payload():
     assert 1000 * 106 < one < 1000 * 400
     m.apply([(b"k%05d" % i, None) for i in range(500)])
     assert m.memory_used_bytes() < one * 0.6
+
+
+def test_view_contents_equals_reading_the_view_row_by_row():
+    import random
+    rnd = random.Random(11)
+    m = VersionedMap({b"k%03d" % i: b"v%d" % i for i in range(60)}, prefix_index=False)
+    views = []
+    for version in range(1, 6):
+        views.append(m.freeze(version))
+        batch = []
+        for _ in range(40):
+            k = b"k%03d" % rnd.randrange(90)
+            batch.append((k, None if rnd.random() < 0.3 else b"w%d" % rnd.randrange(1000)))
+        m.apply(batch)
+    m.retire(views[1])  # merged into views[0]'s image
+    for view in (views[0], views[2], views[4]):
+        assert m.view_contents(view) == view_dict(m, view)
+        assert all(v is not ABSENT for v in m.view_contents(view).values())
+
+
+def test_memory_estimate_counts_the_old_values_images_hold():
+    m = VersionedMap({b"a": b"x" * 100, b"b": b"y" * 50}, prefix_index=False)
+    m.freeze(1)
+    before = m.memory_used_bytes()
+    m.apply([(b"a", b"z" * 100), (b"c", b"n")])  # image: a -> 100-byte old value, c -> ABSENT
+    grown = m.memory_used_bytes() - before
+    from sparkstate.engine.heap_map import BYTES_OBJECT_OVERHEAD, DICT_ENTRY_BYTES
+    new_key = len(b"c") + len(b"n") + 2 * BYTES_OBJECT_OVERHEAD + DICT_ENTRY_BYTES
+    assert grown == new_key + 2 * DICT_ENTRY_BYTES + 100 + BYTES_OBJECT_OVERHEAD

@@ -86,9 +86,13 @@ def _key_groups(keys: pa.BinaryArray) -> pa.Array:
 
 
 def _batch(rows: Sequence[tuple[bytes, bytes | None]]) -> pa.RecordBatch:
-    keys = pa.array([k for k, _ in rows], pa.binary())
-    return pa.RecordBatch.from_arrays(
-        [_key_groups(keys), keys, pa.array([v for _, v in rows], pa.binary())], schema=pa.schema(_FIELDS))
+    return _columns_batch([k for k, _ in rows], [v for _, v in rows])
+
+
+def _columns_batch(keys: Sequence[bytes], values: Sequence[bytes | None]) -> pa.RecordBatch:
+    key_array = pa.array(keys, pa.binary())
+    return pa.RecordBatch.from_arrays([_key_groups(key_array), key_array, pa.array(values, pa.binary())],
+                                      schema=pa.schema(_FIELDS))
 
 
 def encode(kind: str, version: int, rows: Sequence[tuple[bytes, bytes | None]], compression: str) -> bytes:
@@ -112,8 +116,13 @@ class StreamingWriter:
 
     def write(self, rows: Sequence[tuple[bytes, bytes | None]]) -> None:
         if rows:
-            self._writer.write_batch(_batch(rows))
-            self.rows += len(rows)
+            self.write_columns([k for k, _ in rows], [v for _, v in rows])
+
+    def write_columns(self, keys: Sequence[bytes], values: Sequence[bytes | None]) -> None:
+        """Rows given as two parallel lists (no tuple per row)."""
+        if keys:
+            self._writer.write_batch(_columns_batch(keys, values))
+            self.rows += len(keys)
 
     def close(self) -> None:
         try:

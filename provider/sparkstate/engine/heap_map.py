@@ -266,6 +266,21 @@ class VersionedMap:
             base = list(base) + [k for k in dict.fromkeys(extra) if k not in seen]
         return base  # type: ignore[return-value]
 
+    def view_contents(self, view: View) -> dict[bytes, bytes]:
+        """All of `view` as a new dict, for a full snapshot: a copy of the live dict (a loop in C) undone
+        by the before images of the views since, O(keys written since) in Python. Holds the lock (and,
+        for the copy, the GIL) once instead of once per chunk."""
+        with self._lock:
+            contents = dict(self._live)
+            images = self._images_from(view)
+            for image in reversed(images):  # the oldest image holding a key has the value at `view`
+                contents.update(image)  # type: ignore[arg-type]
+            for image in images:
+                for k in image:
+                    if contents.get(k) is ABSENT:
+                        del contents[k]
+        return contents
+
     def read_chunk(self, view: View, keys: Sequence[bytes], start: int, max_rows: int,
                    max_bytes: int) -> tuple[list[tuple[bytes, bytes]], int]:
         """Rows of `view` for keys[start:], up to max_rows / max_bytes (at least one row if any);
