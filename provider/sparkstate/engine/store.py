@@ -22,8 +22,9 @@ from .backend import Backend, BackendContext, Cursor, builder_for, run_snapshot
 from .local_layout import InstanceLayout, safe_name
 
 CUSTOM_METRICS = (
-    "sparkstateCommitMs", "sparkstateLoadMs", "sparkstateCheckpointLoads", "sparkstateFlushMs", "sparkstateUploadMs",
-    "sparkstateFilesUploaded", "sparkstateFilesReused", "sparkstateBytesUploaded", "sparkstateCheckpointBytes",
+    "sparkstateCommitMs", "sparkstateLoadMs", "sparkstateCheckpointLoads", "sparkstateFlushMs",
+    "sparkstateUploadMs", "sparkstateFilesUploaded", "sparkstateFilesReused", "sparkstateBytesUploaded",
+    "sparkstateCheckpointBytes",
 )
 
 
