@@ -82,6 +82,11 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "a path or command"),
     Declaration("workerStartTimeoutMs", "worker_start_timeout_ms", 60000, _int_at_least(1000),
                 "How long an executor waits for a new Python worker to register.", "an integer >= 1000"),
+    Declaration("maxWorkers", "max_workers", None, _int_at_least(1),
+                "Python worker processes an executor may run (socket and py4j transports). Beyond one per "
+                "running task, extra workers keep each store on the worker that holds it; with fewer, a "
+                "partition whose task lands on another worker is restored there from the checkpoint. "
+                "Unset: twice the executor JVM's available processors.", "an integer >= 1"),
     Declaration("localDir", "local_dir", None, _text,
                 "Directory for the workers' local working copies (live databases, file cache). "
                 "Unset: the system temp directory.", "a local directory path"),
@@ -140,6 +145,7 @@ class Settings:
     transport: str = "socket"
     python_exec: str | None = None
     worker_start_timeout_ms: int = 60000
+    max_workers: int | None = None
     local_dir: str | None = None
     rocksdb_block_cache_mb: int = 32
     rocksdb_write_buffer_mb: int = 64

@@ -58,6 +58,11 @@ final class EmbeddedWorker extends Worker {
   }
 
   @Override
+  boolean sharesStores() {
+    return true;
+  }
+
+  @Override
   WorkerFailedException failure(String action, Throwable cause) {
     if (cause != null && deathReason == null) {
       deathReason = "cannot " + action + ": " + cause;

@@ -261,6 +261,9 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
       holder = null;
       handle = -1;
     }
+    if (previous != null) {
+      WorkerPool.get().storeLeft(previous);
+    }
     if (previous != null && previous.isAlive()) {
       try {
         previous.control().release(previousHandle);
@@ -272,6 +275,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
     if (h < 0) {
       throw new IllegalStateException(describe(version) + ": the worker returned no handle from open");
     }
+    WorkerPool.get().storeOpened(worker);
     synchronized (this) {
       holder = worker;
       handle = h;
@@ -340,6 +344,9 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
       h = handle;
       holder = null;
       handle = -1;
+    }
+    if (worker != null && h >= 0) {
+      WorkerPool.get().storeLeft(worker);
     }
     if (worker != null && h >= 0 && worker.isAlive()) {
       try {

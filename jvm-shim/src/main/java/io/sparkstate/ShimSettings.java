@@ -8,7 +8,7 @@ import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * The few settings the JVM side itself needs (interpreter, transport, start timeout), plus every
+ * The few settings the JVM side itself needs (interpreter, transport, start timeout, pool size), plus every
  * explicitly set {@code spark.sql.streaming.stateStore.sparkstate.*} key, which is passed to Python
  * untouched: Python (sparkstate.config) owns validation of the full set.
  */
@@ -17,18 +17,23 @@ final class ShimSettings {
   static final String PYTHON_EXEC = PREFIX + "pythonExec";
   static final String TRANSPORT = PREFIX + "transport";
   static final String START_TIMEOUT = PREFIX + "workerStartTimeoutMs";
+  static final String MAX_WORKERS = PREFIX + "maxWorkers";
   static final String EMBEDDED = "embedded";
 
   final Map<String, String> all;
   final String pythonExec;
   final String transport;
   final long workerStartTimeoutMs;
+  /** Worker processes the pool may grow to, to keep stores on their workers (WorkerPool). */
+  final int maxWorkers;
 
-  private ShimSettings(Map<String, String> all, String pythonExec, String transport, long timeoutMs) {
+  private ShimSettings(Map<String, String> all, String pythonExec, String transport, long timeoutMs,
+      int maxWorkers) {
     this.all = all;
     this.pythonExec = pythonExec;
     this.transport = transport;
     this.workerStartTimeoutMs = timeoutMs;
+    this.maxWorkers = maxWorkers;
   }
 
   static ShimSettings from(StateStoreConf conf) {
@@ -56,7 +61,20 @@ final class ShimSettings {
             + "': expected an integer >= 1000");
       }
     }
-    return new ShimSettings(all, resolvePythonExec(all.get(PYTHON_EXEC)), transport, timeout);
+    int maxWorkers = 2 * Runtime.getRuntime().availableProcessors();
+    String rawMax = all.get(MAX_WORKERS);
+    if (rawMax != null) {
+      try {
+        maxWorkers = Integer.parseInt(rawMax.trim());
+      } catch (NumberFormatException e) {
+        maxWorkers = 0;
+      }
+      if (maxWorkers < 1) {
+        throw new IllegalArgumentException("invalid value '" + rawMax + "' for '" + MAX_WORKERS
+            + "': expected an integer >= 1");
+      }
+    }
+    return new ShimSettings(all, resolvePythonExec(all.get(PYTHON_EXEC)), transport, timeout, maxWorkers);
   }
 
   /** sqlConfs pythonExec, else spark.pyspark.python, else PYSPARK_PYTHON, else python3. */

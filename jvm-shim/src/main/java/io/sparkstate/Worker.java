@@ -80,6 +80,11 @@ abstract class Worker {
     return holder == this;
   }
 
+  /** Whether this worker reaches every store of its kind (then placement never moves a store to it). */
+  boolean sharesStores() {
+    return false;
+  }
+
   /** The exception for a failed call; a broken transport makes the worker dead for good. */
   abstract WorkerFailedException failure(String action, Throwable cause);
 

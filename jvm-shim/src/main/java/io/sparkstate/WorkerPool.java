@@ -1,8 +1,10 @@
 package io.sparkstate;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -12,9 +14,13 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The JVM-wide set of Python workers. A task leases one worker for its whole life (every store the task
- * opens uses it), preferring the worker that already holds the task's first store, then any idle worker,
- * then a new one; so the pool grows to the number of concurrently running tasks. Outside a task, each
- * store takes its own lease and returns it when it commits, aborts or is released.
+ * opens uses it), preferring the worker that already holds the task's first store (or, embedded, any
+ * worker that reaches it), then an idle worker holding no stores, then a new one while the pool is below
+ * {@code maxWorkers}, then the idle worker holding the fewest stores, and a new one if none is idle (a
+ * task never waits for a worker). Taking a worker that holds other partitions' stores would make their
+ * next tasks move them (a restore from the checkpoint), so the pool grows past the number of running
+ * tasks, up to {@code maxWorkers}, to keep each store on its worker.
+ * Outside a task, each store takes its own lease and returns it when it commits, aborts or is released.
  */
 final class WorkerPool {
   private static final Logger LOG = LoggerFactory.getLogger(WorkerPool.class);
@@ -22,6 +28,7 @@ final class WorkerPool {
 
   private final List<Worker> workers = new ArrayList<>(); // guarded by this
   private final Set<Worker> busy = new HashSet<>(); // guarded by this
+  private final Map<Worker, Integer> storesHeld = new HashMap<>(); // guarded by this: open stores per worker
   private final ConcurrentHashMap<Long, WorkerLease> taskLeases = new ConcurrentHashMap<>();
   private final AtomicLong nextId = new AtomicLong();
   private boolean shutdownHookAdded; // guarded by this
@@ -63,6 +70,7 @@ final class WorkerPool {
         boolean gone = !w.isAlive() && !busy.contains(w);
         if (gone) {
           w.kill(); // stops its gateway and removes its private directory
+          storesHeld.remove(w);
         }
         return gone;
       });
@@ -70,11 +78,25 @@ final class WorkerPool {
         busy.add(preferred);
         return preferred;
       }
+      Worker fewest = null;
       for (Worker w : workers) {
-        if (isIdleMatch(w, settings)) {
-          busy.add(w);
-          return w;
+        if (!isIdleMatch(w, settings)) {
+          continue;
         }
+        if (w.sharesStores() || (preferred != null && w.reaches(preferred))) {
+          busy.add(w);
+          return w; // nothing moves: embedded workers reach each other's stores
+        }
+        if (fewest == null || held(w) < held(fewest)) {
+          fewest = w;
+        }
+      }
+      // maxWorkers bounds growth for placement only: a task that finds no idle worker always gets a new one.
+      boolean growing = workers.stream().filter(w -> w.isAlive() && matches(w, settings)).count()
+          < settings.maxWorkers;
+      if (fewest != null && (held(fewest) == 0 || !growing)) {
+        busy.add(fewest);
+        return fewest;
       }
     }
     // Spawn outside the lock: a start takes a second or more and other tasks may find idle workers meanwhile.
@@ -92,14 +114,32 @@ final class WorkerPool {
   }
 
   private boolean isIdleMatch(Worker w, ShimSettings settings) {
-    return w.isAlive() && !busy.contains(w) && w.pythonExec.equals(settings.pythonExec)
-        && w.transport.equals(settings.transport);
+    return w.isAlive() && !busy.contains(w) && matches(w, settings);
+  }
+
+  private static boolean matches(Worker w, ShimSettings settings) {
+    return w.pythonExec.equals(settings.pythonExec) && w.transport.equals(settings.transport);
+  }
+
+  private int held(Worker w) {
+    return storesHeld.getOrDefault(w, 0);
+  }
+
+  /** A store was opened on {@code worker} (placement bookkeeping; see the class comment). */
+  synchronized void storeOpened(Worker worker) {
+    storesHeld.merge(worker, 1, Integer::sum);
+  }
+
+  /** A store left {@code worker} (released to move elsewhere, or closed). */
+  synchronized void storeLeft(Worker worker) {
+    storesHeld.computeIfPresent(worker, (w, n) -> n > 1 ? n - 1 : null);
   }
 
   synchronized void giveBack(Worker worker) {
     busy.remove(worker);
     if (!worker.isAlive()) {
       workers.remove(worker);
+      storesHeld.remove(worker);
       worker.kill(); // stops its gateway and removes its private directory
     }
   }
