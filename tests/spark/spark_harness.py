@@ -126,6 +126,27 @@ def run_available_now(writer: DataStreamWriter, checkpoint: str, timeout_s: floa
         query.stop()
 
 
+def checkpoint_loads_per_batch(spark: SparkSession, writer: DataStreamWriter, checkpoint: str,
+                               conf: dict[str, str]) -> list[int]:
+    """Run `writer` to completion (availableNow) with session `conf` set for the run; per batch with
+    state, how many stores were restored from the checkpoint (our `sparkstateCheckpointLoads`)."""
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        query = writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+        try:
+            assert query.awaitTermination(180), "query did not finish within 180s"
+            assert query.exception() is None, f"streaming query failed: {query.exception()}"
+            progress = query.recentProgress
+        finally:
+            query.stop()
+    finally:
+        for key in conf:
+            spark.conf.unset(key)
+    return [sum(op["customMetrics"]["sparkstateCheckpointLoads"] for op in p["stateOperators"])
+            for p in progress if p["stateOperators"]]
+
+
 def committed_batches(checkpoint: str) -> list[int]:
     """Batch ids recorded in the checkpoint's commit log."""
     commits = os.path.join(checkpoint, "commits")

@@ -6,6 +6,7 @@ its first test runs before any embedded worker exists (one JVM embeds one interp
 import pytest
 
 from conftest import selected_provider
+from spark_harness import checkpoint_loads_per_batch
 from test_bad_input import PREFIX, AggregationCase
 
 pytestmark = [pytest.mark.sparkstate_settings(transport="embedded"),
@@ -32,19 +33,8 @@ def test_a_store_stays_live_whichever_task_thread_runs_its_partition(spark, tmp_
     # through the other embedded worker. Its store must be reused live there, not restored.
     case = AggregationCase(spark, tmp_path, seed=41, n_files=6)
     case.source.add_all(case.files)
-    spark.conf.set("spark.sql.shuffle.partitions", "8")
-    try:
-        query = case.writer().option("checkpointLocation", case.checkpoint).trigger(availableNow=True).start()
-        try:
-            assert query.awaitTermination(180)
-            assert query.exception() is None
-            progress = query.recentProgress
-        finally:
-            query.stop()
-    finally:
-        spark.conf.unset("spark.sql.shuffle.partitions")
-    loads = [sum(op["customMetrics"]["sparkstateCheckpointLoads"] for op in p["stateOperators"])
-             for p in progress if p["stateOperators"]]
+    loads = checkpoint_loads_per_batch(spark, case.writer(), case.checkpoint,
+                                       {"spark.sql.shuffle.partitions": "8"})
     assert len(loads) >= 6
     assert loads[1:] == [0] * (len(loads) - 1), f"stores restored from the checkpoint per batch: {loads}"
     case.assert_matches_batch()

@@ -7,28 +7,11 @@ worker per running task, up to `maxWorkers`, so that with no more partitions tha
 import pytest
 
 from conftest import selected_provider
+from spark_harness import checkpoint_loads_per_batch
 from test_bad_input import PREFIX, AggregationCase
 
 pytestmark = [pytest.mark.sparkstate_settings(transport="socket"),
               pytest.mark.skipif(selected_provider() != "sparkstate", reason="a sparkstate setting")]
-
-
-def checkpoint_loads_per_batch(spark, case, partitions):
-    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-    spark.conf.set(PREFIX + "maxWorkers", str(partitions))
-    try:
-        query = case.writer().option("checkpointLocation", case.checkpoint).trigger(availableNow=True).start()
-        try:
-            assert query.awaitTermination(180)
-            assert query.exception() is None
-            progress = query.recentProgress
-        finally:
-            query.stop()
-    finally:
-        spark.conf.unset("spark.sql.shuffle.partitions")
-        spark.conf.unset(PREFIX + "maxWorkers")
-    return [sum(op["customMetrics"]["sparkstateCheckpointLoads"] for op in p["stateOperators"])
-            for p in progress if p["stateOperators"]]
 
 
 def test_partitions_keep_their_worker_when_the_pool_may_grow_to_one_each(spark, tmp_path):
@@ -37,7 +20,8 @@ def test_partitions_keep_their_worker_when_the_pool_may_grow_to_one_each(spark, 
     # [0, 2, 1, 1, 0, 0]; the 4-partition benchmark, in 10 of 19 batches).
     case = AggregationCase(spark, tmp_path, seed=43, n_files=6)
     case.source.add_all(case.files)
-    loads = checkpoint_loads_per_batch(spark, case, partitions=6)
+    loads = checkpoint_loads_per_batch(spark, case.writer(), case.checkpoint,
+                                       {"spark.sql.shuffle.partitions": "6", PREFIX + "maxWorkers": "6"})
     assert len(loads) >= 6
     assert loads[1:] == [0] * (len(loads) - 1), f"stores restored from the checkpoint per batch: {loads}"
     case.assert_matches_batch()
