@@ -114,6 +114,12 @@ def run_available_now(writer: DataStreamWriter, checkpoint: str, timeout_s: floa
 
     Returns the last progress (dict) so callers can assert on batch ids. Raises if the query failed.
     """
+    progress = run_available_now_progress(writer, checkpoint, timeout_s)
+    return progress[-1] if progress else {}
+
+
+def run_available_now_progress(writer: DataStreamWriter, checkpoint: str, timeout_s: float = 180) -> list[dict]:
+    """`run_available_now`, returning every batch's progress (the query's recentProgress)."""
     query = writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
     try:
         finished = query.awaitTermination(timeout_s)
@@ -121,7 +127,7 @@ def run_available_now(writer: DataStreamWriter, checkpoint: str, timeout_s: floa
         exc = query.exception()
         if exc is not None:
             raise AssertionError(f"streaming query failed: {exc}")
-        return query.lastProgress or {}
+        return query.recentProgress
     finally:
         query.stop()
 
@@ -133,13 +139,7 @@ def checkpoint_loads_per_batch(spark: SparkSession, writer: DataStreamWriter, ch
     for key, value in conf.items():
         spark.conf.set(key, value)
     try:
-        query = writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
-        try:
-            assert query.awaitTermination(180), "query did not finish within 180s"
-            assert query.exception() is None, f"streaming query failed: {query.exception()}"
-            progress = query.recentProgress
-        finally:
-            query.stop()
+        progress = run_available_now_progress(writer, checkpoint)
     finally:
         for key in conf:
             spark.conf.unset(key)

@@ -86,7 +86,6 @@ class HeapBackend(Backend):
         self._close_cursors()
         self._drop_journal()
         self._map = VersionedMap(data, prefix_index=self.ctx.num_cols_prefix_key > 0)
-        self._lookup = self._map.lookup
         self._full = HeapFullSnapshot(self.ctx, self._map)
         self._head: View = self._map.freeze(version)
         self._head.files = tuple(files)
@@ -100,7 +99,7 @@ class HeapBackend(Backend):
     def get(self, key: bytes) -> bytes | None:
         if self._closed:
             raise StoreStateError("heap backend is closed")
-        return self._lookup(key)
+        return self._map.get(key)
 
     def apply_batch(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         self._check_open()

@@ -114,10 +114,6 @@ class StreamingWriter:
         self._writer = pa.ipc.new_file(self._sink, schema(kind, version, -1), options=_options(compression))
         self.rows = 0
 
-    def write(self, rows: Sequence[tuple[bytes, bytes | None]]) -> None:
-        if rows:
-            self.write_columns([k for k, _ in rows], [v for _, v in rows])
-
     def write_columns(self, keys: Sequence[bytes], values: Sequence[bytes | None]) -> None:
         """Rows given as two parallel lists (no tuple per row)."""
         if keys:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 
 class _Absent:
@@ -78,8 +78,8 @@ def scan_prefix_length(key: bytes) -> int | None:
 class VersionedMap:
     def __init__(self, data: dict[bytes, bytes], prefix_index: bool) -> None:
         self._live = data
-        # The live value of a key (dict.get of the live dict, which is never replaced): the per-row read.
-        self.lookup = data.get
+        # The live value of a key: the live dict's own get (the dict is never replaced), the per-row read.
+        self.get: Callable[[bytes], bytes | None] = data.get
         self._chain: list[View] = []
         self._garbage: list[dict] = []  # images of dropped views, freed by take_garbage
         self._lock = threading.Lock()
@@ -106,9 +106,6 @@ class VersionedMap:
                     del self._index[key[:n]]  # type: ignore[union-attr]
 
     # ---- live data (task thread) -----------------------------------------------------------------
-    def get(self, key: bytes) -> bytes | None:
-        return self._live.get(key)
-
     def __len__(self) -> int:
         return len(self._live)
 

@@ -24,13 +24,7 @@ class StoreTable:
     def __init__(self) -> None:
         self.stores: dict[int, Store] = {}  # never replaced: registries bind `stores.get`
         self.lock = threading.Lock()
-        self._ids = itertools.count(1)
-
-    def add(self, store: Store) -> int:
-        with self.lock:
-            handle = next(self._ids)
-            self.stores[handle] = store
-        return handle
+        self.handles = itertools.count(1)  # next(handles) under `lock`
 
 
 class StoreRegistry:
@@ -44,8 +38,9 @@ class StoreRegistry:
 
     def open(self, spec: StoreSpec) -> int:
         store = Store(spec, local_root=spec.settings.local_dir or self._local_root)
-        handle = self._table.add(store)
         with self._table.lock:
+            handle = next(self._table.handles)
+            self._stores[handle] = store
             self._owned.add(handle)
         return handle
 

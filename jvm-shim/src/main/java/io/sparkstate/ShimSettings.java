@@ -48,33 +48,29 @@ final class ShimSettings {
       throw new IllegalArgumentException("invalid value '" + all.get(TRANSPORT) + "' for '" + TRANSPORT
           + "': expected socket, py4j, embedded");
     }
-    long timeout = 60000;
-    String rawTimeout = all.get(START_TIMEOUT);
-    if (rawTimeout != null) {
-      try {
-        timeout = Long.parseLong(rawTimeout.trim());
-      } catch (NumberFormatException e) {
-        timeout = -1;
-      }
-      if (timeout < 1000) {
-        throw new IllegalArgumentException("invalid value '" + rawTimeout + "' for '" + START_TIMEOUT
-            + "': expected an integer >= 1000");
-      }
-    }
-    int maxWorkers = 2 * Runtime.getRuntime().availableProcessors();
-    String rawMax = all.get(MAX_WORKERS);
-    if (rawMax != null) {
-      try {
-        maxWorkers = Integer.parseInt(rawMax.trim());
-      } catch (NumberFormatException e) {
-        maxWorkers = 0;
-      }
-      if (maxWorkers < 1) {
-        throw new IllegalArgumentException("invalid value '" + rawMax + "' for '" + MAX_WORKERS
-            + "': expected an integer >= 1");
-      }
-    }
+    long timeout = intAtLeast(all, START_TIMEOUT, 60000, 1000);
+    int maxWorkers = (int) Math.min(Integer.MAX_VALUE,
+        intAtLeast(all, MAX_WORKERS, 2L * Runtime.getRuntime().availableProcessors(), 1));
     return new ShimSettings(all, resolvePythonExec(all.get(PYTHON_EXEC)), transport, timeout, maxWorkers);
+  }
+
+  /** The integer value of {@code key}, or {@code dflt} if unset; not a number or below {@code min}: an error. */
+  private static long intAtLeast(Map<String, String> all, String key, long dflt, long min) {
+    String raw = all.get(key);
+    if (raw == null) {
+      return dflt;
+    }
+    long value;
+    try {
+      value = Long.parseLong(raw.trim());
+    } catch (NumberFormatException e) {
+      value = min - 1;
+    }
+    if (value < min) {
+      throw new IllegalArgumentException("invalid value '" + raw + "' for '" + key + "': expected an integer >= "
+          + min);
+    }
+    return value;
   }
 
   /** sqlConfs pythonExec, else spark.pyspark.python, else PYSPARK_PYTHON, else python3. */

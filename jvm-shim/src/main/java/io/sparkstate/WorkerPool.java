@@ -83,7 +83,7 @@ final class WorkerPool {
         if (!isIdleMatch(w, settings)) {
           continue;
         }
-        if (w.sharesStores() || (preferred != null && w.reaches(preferred))) {
+        if (w.sharesStores()) {
           busy.add(w);
           return w; // nothing moves: embedded workers reach each other's stores
         }
