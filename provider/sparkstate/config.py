@@ -63,7 +63,7 @@ def _bool(raw: str) -> bool:
 
 
 BACKENDS = ("rocksdb", "heap")
-TRANSPORTS = ("socket", "py4j", "embedded")
+TRANSPORTS = ("socket", "shm", "py4j", "embedded")
 COMPRESSIONS = ("lz4", "zstd", "snappy", "none")
 HEAP_COMPRESSIONS = ("lz4", "zstd", "none")
 

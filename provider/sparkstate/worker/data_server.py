@@ -13,7 +13,8 @@ import traceback
 from typing import Callable
 
 from . import protocol as p
-from .dispatcher import Session
+from .dispatcher import Session, describe_error
+from .shm_channel import ShmServer
 
 READ_BUFFER = 1 << 20
 
@@ -40,6 +41,20 @@ class DataServer:
                              name="sparkstate-data-conn", daemon=True).start()
 
 
+def _serve_shared_memory(conn: socket.socket, path: str, store_of: Callable[[int], object]) -> None:
+    """The JVM asked to move this connection's frames to a shared-memory segment (transport shm)."""
+    try:
+        server = ShmServer(conn, path, store_of)
+    except Exception as exc:  # told to the JVM, which fails the task with it
+        conn.sendall(p.encode_error(describe_error(exc, p.OP_SHM_ATTACH, 0)))
+        return
+    try:
+        conn.sendall(p.OK)
+        server.serve()
+    finally:
+        server.close()
+
+
 def serve_connection(conn: socket.socket, store_of: Callable[[int], object]) -> None:
     """Read frames until EOF, answer the synchronous ones. The hot loop of every get and put."""
     session = Session(store_of)
@@ -57,6 +72,9 @@ def serve_connection(conn: socket.socket, store_of: Callable[[int], object]) -> 
             op, handle, length = unpack(header)
             payload = read(length) if length else b""
             if len(payload) < length:
+                return
+            if op == p.OP_SHM_ATTACH:
+                _serve_shared_memory(conn, payload.decode("utf-8"), store_of)
                 return
             response = handle_frame(op, handle, payload)
             if response is not None:

@@ -9,6 +9,7 @@ SCAN_OPEN payload = byte prefix                    -> chunk
 SCAN_NEXT payload = i32 cursor                     -> chunk
 SCAN_CLOSE payload = i32 cursor                    (no response)
 SYNC      payload = empty                          -> i32 0
+SHM_ATTACH payload = utf-8 segment path            -> i32 0   (first frame on a socket; see shm_channel)
 chunk     = i32 n | u8 done | i32 cursor | i32 klen[n] | i32 vlen[n] | (key_i value_i)...
 error     = i32 -2 | i32 len | utf-8 message       (instead of any sync response)
 """
@@ -27,6 +28,7 @@ OP_SCAN_OPEN = 3
 OP_SCAN_NEXT = 4
 OP_SCAN_CLOSE = 5
 OP_SYNC = 6
+OP_SHM_ATTACH = 7  # socket only, first frame: payload = segment path; -> i32 0 (then frames move there)
 
 SYNC_OPS = frozenset({OP_GET, OP_SCAN_OPEN, OP_SCAN_NEXT, OP_SYNC})
 

@@ -19,6 +19,7 @@ final class ShimSettings {
   static final String START_TIMEOUT = PREFIX + "workerStartTimeoutMs";
   static final String MAX_WORKERS = PREFIX + "maxWorkers";
   static final String EMBEDDED = "embedded";
+  static final String SHM = "shm";
 
   final Map<String, String> all;
   final String pythonExec;
@@ -44,9 +45,10 @@ final class ShimSettings {
       }
     }
     String transport = all.getOrDefault(TRANSPORT, "socket").trim().toLowerCase(java.util.Locale.ROOT);
-    if (!transport.equals("socket") && !transport.equals("py4j") && !transport.equals(EMBEDDED)) {
+    if (!transport.equals("socket") && !transport.equals(SHM) && !transport.equals("py4j")
+        && !transport.equals(EMBEDDED)) {
       throw new IllegalArgumentException("invalid value '" + all.get(TRANSPORT) + "' for '" + TRANSPORT
-          + "': expected socket, py4j, embedded");
+          + "': expected socket, shm, py4j, embedded");
     }
     long timeout = intAtLeast(all, START_TIMEOUT, 60000, 1000);
     int maxWorkers = (int) Math.min(Integer.MAX_VALUE,

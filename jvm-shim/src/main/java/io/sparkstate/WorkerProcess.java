@@ -186,7 +186,13 @@ final class WorkerProcess extends Worker {
 
   @Override
   protected DataChannel openChannel() {
-    return transport.equals("py4j") ? new Py4jDataChannel(control) : SocketDataChannel.connect(socketPath);
+    if (transport.equals("py4j")) {
+      return new Py4jDataChannel(control);
+    }
+    if (transport.equals(ShimSettings.SHM) && ShmDataChannel.supported()) {
+      return ShmDataChannel.attach(socketPath, this::isAlive);
+    }
+    return SocketDataChannel.connect(socketPath);
   }
 
   @Override
