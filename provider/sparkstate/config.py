@@ -63,19 +63,20 @@ def _bool(raw: str) -> bool:
 
 
 BACKENDS = ("rocksdb", "heap")
-TRANSPORTS = ("socket", "shm", "py4j", "embedded")
+TRANSPORTS = ("shm", "socket", "py4j", "embedded")
 COMPRESSIONS = ("lz4", "zstd", "snappy", "none")
 HEAP_COMPRESSIONS = ("lz4", "zstd", "none")
 
 DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("backend", "backend", "rocksdb", _choice(*BACKENDS),
                 "State backend of the query's stores.", ", ".join(BACKENDS)),
-    Declaration("transport", "transport", "socket", _choice(*TRANSPORTS),
-                "Where the stores run and how the JVM shim reaches them: `socket`, a worker process per "
-                "running task over a Unix domain socket; `py4j`, the same with frames over py4j (the slow, "
-                "simple reference path); `embedded`, the executor JVM's own CPython through Jep (needs "
-                "`pip install jep`; no process hop per get, at the price of sharing the executor's "
-                "process and one GIL).", ", ".join(TRANSPORTS)),
+    Declaration("transport", "transport", "shm", _choice(*TRANSPORTS),
+                "Where the stores run and how the JVM shim reaches them: `shm`, a worker process per "
+                "running task, frames through shared memory (Linux x86-64; elsewhere it falls back to "
+                "`socket`); `socket`, the same over a Unix domain socket; `py4j`, the same with frames over "
+                "py4j (the slow, simple reference path); `embedded`, the executor JVM's own CPython through "
+                "Jep (needs `pip install jep`; no process hop per get, at the price of sharing the "
+                "executor's process and one GIL).", ", ".join(TRANSPORTS)),
     Declaration("pythonExec", "python_exec", None, _text,
                 "Python interpreter for the store workers. Unset: spark.pyspark.python, then "
                 "PYSPARK_PYTHON, then python3. `sparkstate.configure()` sets it to the current interpreter.",
@@ -83,7 +84,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("workerStartTimeoutMs", "worker_start_timeout_ms", 60000, _int_at_least(1000),
                 "How long an executor waits for a new Python worker to register.", "an integer >= 1000"),
     Declaration("maxWorkers", "max_workers", None, _int_at_least(1),
-                "Python worker processes an executor may run (socket and py4j transports). Beyond one per "
+                "Python worker processes an executor may run (shm, socket and py4j transports). Beyond one per "
                 "running task, extra workers keep each store on the worker that holds it; with fewer, a "
                 "partition whose task lands on another worker is restored there from the checkpoint. "
                 "Unset: twice the executor JVM's available processors.", "an integer >= 1"),
@@ -142,7 +143,7 @@ _BY_KEY = {d.key.lower(): d for d in DECLARATIONS}
 @dataclass(frozen=True)
 class Settings:
     backend: str = "rocksdb"
-    transport: str = "socket"
+    transport: str = "shm"
     python_exec: str | None = None
     worker_start_timeout_ms: int = 60000
     max_workers: int | None = None

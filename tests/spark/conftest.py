@@ -72,7 +72,7 @@ def build_session(settings: dict[str, Any], extra_conf: dict[str, str]):
         import sparkstate  # only needed (and only importable) when testing our provider
 
         # Explicit defaults: a later session in the same JVM must not inherit an earlier module's choice.
-        builder = sparkstate.configure(builder, **{"backend": "rocksdb", "transport": "socket", **settings})
+        builder = sparkstate.configure(builder, **{"backend": "rocksdb", "transport": "shm", **settings})
     else:
         builder = builder.config("spark.sql.streaming.stateStore.providerClass", BUILTIN_PROVIDERS[provider])
     spark = builder.getOrCreate()

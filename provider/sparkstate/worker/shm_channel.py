@@ -125,6 +125,8 @@ class ShmServer:
         self._follower = CpuFollower()
         self._pending_response = b""
         self._woke = True  # check the client's CPU on the first request and after every sleep
+        # Read before the attach is answered: the JVM publishes its first request only after that.
+        self._last_seq = self._words[REQ_SEQ // 8]
 
     def serve(self) -> None:
         words, m, session = self._words, self._map, self._session
@@ -135,7 +137,7 @@ class ShmServer:
         store_of, op_get = self._store_of, p.OP_GET
         follower = self._follower
         resp_seq_word = RESP_SEQ // 8
-        last = words[REQ_SEQ // 8]
+        last = self._last_seq
         partial = bytearray()
         served = 0
         try:

@@ -44,11 +44,11 @@ final class ShimSettings {
         all.put(e.getKey(), e.getValue());
       }
     }
-    String transport = all.getOrDefault(TRANSPORT, "socket").trim().toLowerCase(java.util.Locale.ROOT);
+    String transport = all.getOrDefault(TRANSPORT, SHM).trim().toLowerCase(java.util.Locale.ROOT);
     if (!transport.equals("socket") && !transport.equals(SHM) && !transport.equals("py4j")
         && !transport.equals(EMBEDDED)) {
       throw new IllegalArgumentException("invalid value '" + all.get(TRANSPORT) + "' for '" + TRANSPORT
-          + "': expected socket, shm, py4j, embedded");
+          + "': expected shm, socket, py4j, embedded");
     }
     long timeout = intAtLeast(all, START_TIMEOUT, 60000, 1000);
     int maxWorkers = (int) Math.min(Integer.MAX_VALUE,
