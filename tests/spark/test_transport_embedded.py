@@ -25,7 +25,7 @@ def test_interpreter_without_jep_gets_an_error_saying_how_to_install_it(spark, t
         message = case.failure_of_run()
     finally:
         spark.conf.unset(PREFIX + "pythonExec")
-    assert "pip install jep" in message and PREFIX + "transport=socket" in message
+    assert "pip install jep" in message and PREFIX + "transport=shm" in message
 
 
 def test_a_store_stays_live_whichever_task_thread_runs_its_partition(spark, tmp_path):

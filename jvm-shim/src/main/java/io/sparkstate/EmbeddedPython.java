@@ -77,7 +77,7 @@ final class EmbeddedPython {
       throw new WorkerFailedException("sparkstate transport=embedded needs Jep in the interpreter '" + pythonExec
           + "' (Python " + probe.path("version").asText() + "): install it with `" + pythonExec
           + " -m pip install jep` (it compiles against JAVA_HOME), or set " + ShimSettings.TRANSPORT
-          + "=socket.");
+          + "=shm.");
     }
     File jar = findJar(new File(jepDir));
     File lib = new File(jepDir, "libjep.so");
@@ -104,7 +104,7 @@ final class EmbeddedPython {
     } catch (IOException | ReflectiveOperationException | LinkageError e) {
       Throwable cause = e instanceof InvocationTargetException ? e.getCause() : e;
       throw new WorkerFailedException("sparkstate transport=embedded: cannot load Jep from " + jepDir + ": " + cause
-          + ". Set " + ShimSettings.TRANSPORT + "=socket to run the stores in worker processes instead.", cause);
+          + ". Set " + ShimSettings.TRANSPORT + "=shm to run the stores in worker processes instead.", cause);
     }
   }
 

@@ -85,23 +85,31 @@ final class ShmDataChannel extends FramedDataChannel implements FramedDataChanne
     return os.startsWith("linux") && (arch.equals("amd64") || arch.equals("x86_64"));
   }
 
+  /** The segment could not be created (no room in /dev/shm, say): the caller uses the socket instead. */
+  static final class SegmentUnavailable extends Exception {
+    SegmentUnavailable(String message, Throwable cause) {
+      super(message, cause);
+    }
+  }
+
   /** Connects to the worker's data socket and moves the connection to a new shared-memory segment. */
-  static ShmDataChannel attach(String socketPath, BooleanSupplier workerAlive) {
-    SocketChannel socket = null;
+  static ShmDataChannel attach(String socketPath, BooleanSupplier workerAlive) throws SegmentUnavailable {
     Path dir = null;
     Path file = null;
+    SocketChannel socket = null;
     try {
+      MappedByteBuffer segment;
+      try {
+        dir = Files.createTempDirectory(segmentBase(), "sparkstate-shm-",
+            PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+        file = dir.resolve("segment");
+        segment = createSegment(file);
+      } catch (IOException | RuntimeException e) {
+        throw new SegmentUnavailable("cannot create a " + (HEADER_BYTES + 2L * CAPACITY) + "-byte shared-memory "
+            + "segment in " + segmentBase() + ": " + e, e);
+      }
       socket = SocketChannel.open(StandardProtocolFamily.UNIX);
       socket.connect(UnixDomainSocketAddress.of(socketPath));
-      dir = Files.createTempDirectory(segmentBase(), "sparkstate-shm-",
-          PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
-      file = dir.resolve("segment");
-      MappedByteBuffer segment;
-      try (FileChannel fc = FileChannel.open(file, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
-          StandardOpenOption.WRITE)) {
-        segment = fc.map(FileChannel.MapMode.READ_WRITE, 0, HEADER_BYTES + 2L * CAPACITY);
-      }
-      segment.order(ByteOrder.LITTLE_ENDIAN);
       handshake(socket, file.toString());
       return new ShmDataChannel(socketPath, socket, segment, workerAlive);
     } catch (IOException | RuntimeException e) {
@@ -120,6 +128,25 @@ final class ShmDataChannel extends FramedDataChannel implements FramedDataChanne
     } finally {
       deleteQuietly(file);
       deleteQuietly(dir);
+    }
+  }
+
+  /**
+   * Writes the whole file before mapping it: tmpfs allocates pages on first write, and a full tmpfs would
+   * otherwise surface later as SIGBUS on a store into the mapping instead of as an IOException here.
+   */
+  private static MappedByteBuffer createSegment(Path file) throws IOException {
+    long size = HEADER_BYTES + 2L * CAPACITY;
+    try (FileChannel fc = FileChannel.open(file, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
+        StandardOpenOption.WRITE)) {
+      ByteBuffer zeros = ByteBuffer.allocateDirect(64 * 1024);
+      for (long pos = 0; pos < size; ) {
+        zeros.clear().limit((int) Math.min(zeros.capacity(), size - pos));
+        pos += fc.write(zeros, pos);
+      }
+      MappedByteBuffer segment = fc.map(FileChannel.MapMode.READ_WRITE, 0, size);
+      segment.order(ByteOrder.LITTLE_ENDIAN);
+      return segment;
     }
   }
 

@@ -190,7 +190,12 @@ final class WorkerProcess extends Worker {
       return new Py4jDataChannel(control);
     }
     if (transport.equals(ShimSettings.SHM) && ShmDataChannel.supported()) {
-      return ShmDataChannel.attach(socketPath, this::isAlive);
+      try {
+        return ShmDataChannel.attach(socketPath, this::isAlive);
+      } catch (ShmDataChannel.SegmentUnavailable e) {
+        LOG.warn("sparkstate {}: {}; using the Unix socket for this channel instead (slower). Give /dev/shm "
+            + "more room, or set {}=socket to silence this.", this, e.getMessage(), ShimSettings.TRANSPORT);
+      }
     }
     return SocketDataChannel.connect(socketPath);
   }
