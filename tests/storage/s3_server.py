@@ -110,13 +110,21 @@ class SeaweedServer(S3Endpoint):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"weed mini exited with {self.proc.returncode}; see {self.log_path}")
             try:
-                self.client().list_buckets()
+                self._probe_reads()
                 return self
             except Exception:
                 if time.monotonic() > deadline:
                     self.stop()
                     raise RuntimeError(f"weed mini not ready after {timeout}s; see {self.log_path}")
                 time.sleep(0.2)
+
+    def _probe_reads(self) -> None:
+        """Ready means stored objects can be read back: after a restart the filer answers listings a
+        moment before the volume server serves GETs again (an InternalError in between)."""
+        client = self.client()
+        for bucket in client.list_buckets().get("Buckets", []):
+            for obj in client.list_objects_v2(Bucket=bucket["Name"], MaxKeys=1).get("Contents", []):
+                client.get_object(Bucket=bucket["Name"], Key=obj["Key"])["Body"].read()
 
     def stop(self, kill: bool = False) -> None:
         proc, self.proc = self.proc, None
