@@ -1,4 +1,4 @@
-"""A dict-backed stand-in for engine.store.Store, enough for the worker's frame handling."""
+"""A dict-backed stand-in for engine.store.Store, enough for the worker's frame handling; socket helpers."""
 from __future__ import annotations
 
 
@@ -40,3 +40,13 @@ class DictStore:
         cursor = DictCursor(sorted((k, v) for k, v in self.data.items() if k.startswith(prefix)))
         self.cursors.append(cursor)
         return cursor
+
+
+def recv_exact(sock, n: int) -> bytes:
+    """Exactly `n` bytes from a socket (fails the test if the server closes it first)."""
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        assert chunk, "server closed the connection"
+        buf += chunk
+    return buf

@@ -4,16 +4,7 @@ import socket
 from sparkstate.worker import protocol as p
 from sparkstate.worker.data_server import DataServer
 
-from .fakes import DictStore
-
-
-def _recv_exact(sock, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        assert chunk, "server closed the connection"
-        buf += chunk
-    return buf
+from .fakes import DictStore, recv_exact
 
 
 def test_pipelined_puts_then_get_over_a_unix_socket(tmp_path):
@@ -26,7 +17,7 @@ def test_pipelined_puts_then_get_over_a_unix_socket(tmp_path):
     frames = b"".join(p.encode_request(p.OP_BATCH, 1, p.encode_batch([(b"k%d" % i, b"v%d" % i)]))
                       for i in range(100))
     client.sendall(frames + p.encode_request(p.OP_GET, 1, b"k99"))
-    (vlen,) = p.INT.unpack(_recv_exact(client, 4))
-    assert _recv_exact(client, vlen) == b"v99"
+    (vlen,) = p.INT.unpack(recv_exact(client, 4))
+    assert recv_exact(client, vlen) == b"v99"
     client.close()
     assert len(store.data) == 100

@@ -13,18 +13,9 @@ from sparkstate.worker import protocol as p
 from sparkstate.worker import shm_channel as shm
 from sparkstate.worker.data_server import DataServer
 
-from .fakes import DictStore
+from .fakes import DictStore, recv_exact
 
 pytestmark = pytest.mark.skipif(not shm.supported(), reason="the shm transport needs Linux on x86-64")
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        assert chunk, "server closed the connection"
-        buf += chunk
-    return buf
 
 
 class JvmSide:
@@ -44,7 +35,7 @@ class JvmSide:
         self.sock.connect(socket_path)
         path = segment_path.encode()
         self.sock.sendall(p.encode_request(p.OP_SHM_ATTACH, 0, path))
-        self.attach_answer = p.INT.unpack(_recv_exact(self.sock, 4))[0]
+        self.attach_answer = p.INT.unpack(recv_exact(self.sock, 4))[0]
         os.unlink(segment_path)  # as the shim does: both sides have it mapped
 
     def publish(self, data: bytes, flags: int = 0) -> None:
@@ -181,10 +172,10 @@ def test_an_unusable_segment_is_refused_with_an_error(tmp_path):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(socket_path)
     sock.sendall(p.encode_request(p.OP_SHM_ATTACH, 0, str(tmp_path / "nope").encode()))
-    (code,) = p.INT.unpack(_recv_exact(sock, 4))
+    (code,) = p.INT.unpack(recv_exact(sock, 4))
     assert code == p.ERROR_CODE
-    (length,) = p.INT.unpack(_recv_exact(sock, 4))
-    assert "nope" in _recv_exact(sock, length).decode()
+    (length,) = p.INT.unpack(recv_exact(sock, 4))
+    assert "nope" in recv_exact(sock, length).decode()
 
 
 def test_the_follower_pins_to_the_client_cpu_and_releases(monkeypatch):

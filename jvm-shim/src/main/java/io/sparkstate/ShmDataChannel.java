@@ -30,7 +30,7 @@ import java.util.function.BooleanSupplier;
  * that went to sleep is woken by a byte on the socket, which otherwise only carried the attach handshake.
  * The segment file is deleted as soon as both sides have mapped it, so nothing is left behind.
  */
-final class ShmDataChannel extends FramedDataChannel implements FramedDataChannel.Reply {
+final class ShmDataChannel extends FramedDataChannel {
   static final int HEADER_BYTES = 4096;
   static final int CAPACITY = 1 << 20;
   private static final int REQ_SEQ = 0;
@@ -60,12 +60,10 @@ final class ShmDataChannel extends FramedDataChannel implements FramedDataChanne
   private final BooleanSupplier workerAlive;
   private final ByteBuffer doorbell = ByteBuffer.allocateDirect(1);
   private ByteBuffer out = ByteBuffer.allocateDirect(2 * Frames.FLUSH_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-  private ByteBuffer in = ByteBuffer.allocate(64 * 1024).order(ByteOrder.LITTLE_ENDIAN);
+  private final Response response = new Response();
   private long seq;
   /** The last publish is not answered yet: the request area is still the worker's. */
   private boolean awaiting;
-  /** The response in {@link #in} continues in the worker (fetched with CONTINUE). */
-  private boolean responseContinues;
   private Thread lastPublisher;
   private boolean dirty;
 
@@ -231,9 +229,9 @@ final class ShmDataChannel extends FramedDataChannel implements FramedDataChanne
     publishOut();
     dirty = true;
     awaitAnswer();
-    in.clear().limit(0);
-    takeResponsePiece();
-    return this;
+    response.in.clear().limit(0);
+    response.takePiece();
+    return response;
   }
 
   /** Hands the queued frames to the worker, in pieces of at most CAPACITY bytes. */
@@ -306,75 +304,59 @@ final class ShmDataChannel extends FramedDataChannel implements FramedDataChanne
     awaiting = false;
   }
 
-  /** Appends the response piece the worker just wrote to {@link #in}. */
-  private void takeResponsePiece() {
-    int len = (int) INTS.getAcquire(segment, RESP_LEN);
-    int flags = (int) INTS.get(segment, RESP_FLAGS);
-    if (len < 0 || len > CAPACITY) {
-      throw failure("read", new IOException("malformed response length " + len));
-    }
-    in.compact();
-    if (in.remaining() < len) {
-      ByteBuffer bigger = ByteBuffer.allocate(in.position() + len).order(ByteOrder.LITTLE_ENDIAN);
-      in.flip();
-      bigger.put(in);
-      in = bigger;
-    }
-    in.put(in.position(), segment, HEADER_BYTES + CAPACITY, len);
-    in.position(in.position() + len);
-    in.flip();
-    responseContinues = (flags & FLAG_MORE) != 0;
-  }
-
-  private void fill(int atLeast) {
-    while (in.remaining() < atLeast) {
-      if (!responseContinues) {
-        throw failure("read", new IOException("response ended after " + in.remaining() + " bytes, needed "
-            + atLeast));
-      }
-      publish(0, FLAG_CONTINUE);
-      awaitAnswer();
-      takeResponsePiece();
-    }
-  }
-
   private DataChannelException failure(String what, IOException e) {
     dirty = true;
     return new DataChannelException("cannot " + what + " worker shared-memory channel (" + socketPath + "): "
         + e.getMessage(), true, e);
   }
 
-  // -- Reply ------------------------------------------------------------------------------------------
+  /** The response of the last sync frame: the piece in the segment, then the pieces asked for with CONTINUE. */
+  private final class Response extends StreamReply {
+    /** The response continues in the worker (fetched with CONTINUE). */
+    private boolean continues;
 
-  @Override
-  public int readInt() {
-    fill(4);
-    return in.getInt();
-  }
-
-  @Override
-  public byte readByte() {
-    fill(1);
-    return in.get();
-  }
-
-  @Override
-  public void readFully(byte[] dst, int off, int len) {
-    while (len > 0) {
-      if (!in.hasRemaining()) {
-        fill(1);
-      }
-      int k = Math.min(len, in.remaining());
-      in.get(dst, off, k);
-      off += k;
-      len -= k;
+    Response() {
+      super(ByteBuffer.allocate(64 * 1024).order(ByteOrder.LITTLE_ENDIAN));
     }
-  }
 
-  @Override
-  public void finish() {
-    if (!responseContinues) {
-      dirty = false;
+    /** Appends the piece the worker just wrote to {@link #in}. */
+    void takePiece() {
+      int len = (int) INTS.getAcquire(segment, RESP_LEN);
+      int flags = (int) INTS.get(segment, RESP_FLAGS);
+      if (len < 0 || len > CAPACITY) {
+        throw failure("read", new IOException("malformed response length " + len));
+      }
+      in.compact();
+      if (in.remaining() < len) {
+        ByteBuffer bigger = ByteBuffer.allocate(in.position() + len).order(ByteOrder.LITTLE_ENDIAN);
+        in.flip();
+        bigger.put(in);
+        in = bigger;
+      }
+      in.put(in.position(), segment, HEADER_BYTES + CAPACITY, len);
+      in.position(in.position() + len);
+      in.flip();
+      continues = (flags & FLAG_MORE) != 0;
+    }
+
+    @Override
+    protected void fill(int atLeast) {
+      while (in.remaining() < atLeast) {
+        if (!continues) {
+          throw failure("read", new IOException("response ended after " + in.remaining() + " bytes, needed "
+              + atLeast));
+        }
+        publish(0, FLAG_CONTINUE);
+        awaitAnswer();
+        takePiece();
+      }
+    }
+
+    @Override
+    public void finish() {
+      if (!continues) {
+        dirty = false;
+      }
     }
   }
 

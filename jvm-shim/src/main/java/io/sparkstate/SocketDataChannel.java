@@ -13,13 +13,13 @@ import java.nio.channels.SocketChannel;
  * {@link Frames#FLUSH_BYTES} or together with the next sync frame, so a get after a few puts is a single
  * write plus a single read.
  */
-final class SocketDataChannel extends FramedDataChannel implements FramedDataChannel.Reply {
+final class SocketDataChannel extends FramedDataChannel {
   private static final int READ_BUFFER_BYTES = 64 * 1024;
 
   private final String socketPath;
   private final SocketChannel channel;
   private ByteBuffer out = ByteBuffer.allocateDirect(2 * Frames.FLUSH_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-  private final ByteBuffer in = ByteBuffer.allocateDirect(READ_BUFFER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+  private final Response response = new Response();
   /** A sync frame was sent and its response is not fully read, or a write failed halfway. */
   private boolean dirty;
 
@@ -60,8 +60,8 @@ final class SocketDataChannel extends FramedDataChannel implements FramedDataCha
   protected Reply endSyncFrame() {
     writeOut();
     dirty = true;
-    in.clear().limit(0);
-    return this;
+    response.in.clear().limit(0);
+    return response;
   }
 
   private void writeOut() {
@@ -79,54 +79,37 @@ final class SocketDataChannel extends FramedDataChannel implements FramedDataCha
     }
   }
 
-  private void fill(int atLeast) {
-    try {
-      while (in.remaining() < atLeast) {
-        in.compact();
-        int n = channel.read(in);
-        in.flip();
-        if (n < 0) {
-          throw new IOException("end of stream (worker closed the connection)");
-        }
-      }
-    } catch (IOException e) {
-      throw failure("read", e);
-    }
-  }
-
   private DataChannelException failure(String what, IOException e) {
     dirty = true;
     return new DataChannelException("cannot " + what + " worker data socket " + socketPath + ": " + e, true, e);
   }
 
-  @Override
-  public int readInt() {
-    fill(4);
-    return in.getInt();
-  }
-
-  @Override
-  public byte readByte() {
-    fill(1);
-    return in.get();
-  }
-
-  @Override
-  public void readFully(byte[] dst, int off, int len) {
-    while (len > 0) {
-      if (!in.hasRemaining()) {
-        fill(1);
-      }
-      int k = Math.min(len, in.remaining());
-      in.get(dst, off, k);
-      off += k;
-      len -= k;
+  /** The response of the last sync frame, read from the socket as the reader asks for it. */
+  private final class Response extends StreamReply {
+    Response() {
+      super(ByteBuffer.allocateDirect(READ_BUFFER_BYTES).order(ByteOrder.LITTLE_ENDIAN));
     }
-  }
 
-  @Override
-  public void finish() {
-    dirty = false;
+    @Override
+    protected void fill(int atLeast) {
+      try {
+        while (in.remaining() < atLeast) {
+          in.compact();
+          int n = channel.read(in);
+          in.flip();
+          if (n < 0) {
+            throw new IOException("end of stream (worker closed the connection)");
+          }
+        }
+      } catch (IOException e) {
+        throw failure("read", e);
+      }
+    }
+
+    @Override
+    public void finish() {
+      dirty = false;
+    }
   }
 
   @Override
