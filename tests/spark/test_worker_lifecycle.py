@@ -1,4 +1,4 @@
-"""Store workers never outlive their JVM, even when it is killed with SIGKILL."""
+"""Store workers never outlive their JVM, even when it is killed with SIGKILL, and leave no segment file."""
 from __future__ import annotations
 
 import os
@@ -55,6 +55,11 @@ def _is_worker(pid: int) -> bool:
         return False
 
 
+def _shm_mappings(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/maps") as f:
+        return [line.strip() for line in f if "sparkstate-shm-" in line]
+
+
 def test_workers_exit_when_their_jvm_is_killed(tmp_path):
     driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
@@ -67,6 +72,10 @@ def test_workers_exit_when_their_jvm_is_killed(tmp_path):
         assert jvm, "the driver did not start a query"
         workers = [p for p in _children(jvm) if _is_worker(p)]
         assert workers, "no sparkstate worker was started"
+        segments = [line for p in workers for line in _shm_mappings(p)]
+        assert segments, "no worker mapped a shared-memory segment (the default transport is shm)"
+        assert all(line.endswith("(deleted)") for line in segments), \
+            f"a segment file outlived the attach: {segments}"  # nothing is left in /dev/shm after a crash
         os.kill(jvm, signal.SIGKILL)
         deadline = time.time() + 20
         while time.time() < deadline and any(_is_worker(p) for p in workers):
