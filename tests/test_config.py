@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from sparkstate.config import PREFIX, Settings, settings_table_markdown
+from sparkstate.config import PREFIX, Settings, settings_spark_defaults, settings_table_markdown
 from sparkstate.errors import ConfigError
 
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
@@ -36,3 +36,32 @@ def test_to_conf_round_trips():
 def test_readme_settings_table_is_generated_from_the_declarations():
     with open(README, encoding="utf-8") as f:
         assert settings_table_markdown() in f.read(), "regenerate with `sparkstate conf-docs`"
+
+
+def test_spark_defaults_template_lists_every_setting_with_its_default():
+    path = os.path.join(os.path.dirname(README), "conf", "spark-defaults.conf")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    assert settings_spark_defaults() in text, "regenerate with `sparkstate conf-docs --spark-defaults`"
+    parsed = {}
+    for line in text.splitlines():  # every commented-out setting parses, and to its default
+        if line.startswith("#" + PREFIX) and len(line.split()) == 2:
+            key, value = line[1:].split()
+            parsed[key] = value
+    assert PREFIX + "transport" in parsed and PREFIX + "heap.maxVersionsInMemory" in parsed
+    assert Settings.parse(parsed) == Settings()
+
+
+@pytest.mark.parametrize("preset", ["low-latency.conf", "large-state.conf"])
+def test_tuning_presets_hold_valid_settings(preset):
+    path = os.path.join(os.path.dirname(README), "conf", "presets", preset)
+    entries = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                key, value = line.split(None, 1)
+                entries[key] = value
+    ours = {k: v for k, v in entries.items() if k.startswith(PREFIX)}
+    assert ours, f"{preset} sets no sparkstate setting"
+    Settings.parse(ours)  # raises ConfigError naming the key if a preset went stale

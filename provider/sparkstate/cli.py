@@ -2,7 +2,8 @@
 
   sparkstate demo [args]     run the demo pipeline (python/demo.py) on local Spark with our provider
   sparkstate jar             print the path of the shim jar (for --jars / spark.jars)
-  sparkstate conf-docs       print the settings table (the README's table is generated from it)
+  sparkstate conf-docs       print the settings table (the README's table is generated from it);
+                             with --spark-defaults, the settings block of conf/spark-defaults.conf
   sparkstate rescale --checkpoint PATH --partitions N [--master M] [--conf K=V ...]
                              change the number of state partitions of a stopped query (key groups)
   sparkstate gc --checkpoint PATH [--state-location URI] [--dry-run] [--grace-seconds S] [--conf K=V ...]
@@ -39,8 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "gc":
         return _gc(rest)
     if args.command == "conf-docs":
-        from .config import settings_table_markdown
-        print(settings_table_markdown())
+        from .config import settings_spark_defaults, settings_table_markdown
+        if rest == ["--spark-defaults"]:
+            sys.stdout.write(settings_spark_defaults())
+        elif not rest:
+            print(settings_table_markdown())
+        else:
+            print(f"sparkstate conf-docs: unknown arguments {rest} (only --spark-defaults)", file=sys.stderr)
+            return 2
         return 0
     return 2
 

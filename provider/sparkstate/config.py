@@ -211,3 +211,19 @@ def settings_table_markdown() -> str:
         default = "(unset)" if d.default is None else str(d.default).lower() if isinstance(d.default, bool) else str(d.default)
         rows.append(f"| `{PREFIX}{d.key}` | `{default}` | {d.valid} | {d.doc} |")
     return "\n".join(rows)
+
+
+def settings_spark_defaults() -> str:
+    """The commented settings block of conf/spark-defaults.conf, generated from DECLARATIONS."""
+    import textwrap
+    blocks = []
+    for d in DECLARATIONS:
+        doc = f"{d.doc} Valid: {d.valid}."
+        lines = textwrap.wrap(doc, width=100, initial_indent="# ", subsequent_indent="# ")
+        if d.default is None:
+            lines.append(f"#{PREFIX}{d.key}")
+        else:
+            value = str(d.default).lower() if isinstance(d.default, bool) else str(d.default)
+            lines.append(f"#{PREFIX + d.key:<71} {value}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
