@@ -30,7 +30,7 @@ import java.util.function.BooleanSupplier;
  * that went to sleep is woken by a byte on the socket, which otherwise only carried the attach handshake.
  * The segment file is deleted as soon as both sides have mapped it, so nothing is left behind.
  */
-final class ShmDataChannel extends FramedDataChannel {
+final class ShmDataChannel extends QueuedFrameChannel {
   static final int HEADER_BYTES = 4096;
   static final int CAPACITY = 1 << 20;
   private static final int REQ_SEQ = 0;
@@ -59,7 +59,6 @@ final class ShmDataChannel extends FramedDataChannel {
   private final MappedByteBuffer segment;
   private final BooleanSupplier workerAlive;
   private final ByteBuffer doorbell = ByteBuffer.allocateDirect(1);
-  private ByteBuffer out = ByteBuffer.allocateDirect(2 * Frames.FLUSH_BYTES).order(ByteOrder.LITTLE_ENDIAN);
   private final Response response = new Response();
   private long seq;
   /** The last publish is not answered yet: the request area is still the worker's. */
@@ -206,50 +205,27 @@ final class ShmDataChannel extends FramedDataChannel {
 
   // -- FramedDataChannel: moving bytes ------------------------------------------------------------------
 
+  /** Copies the queued frames into the request area, in pieces of at most CAPACITY bytes. */
   @Override
-  protected ByteBuffer beginFrame(int frameBytes) {
-    if (out.remaining() < frameBytes) {
-      publishOut();
-      if (out.capacity() < frameBytes) {
-        out = ByteBuffer.allocateDirect(frameBytes).order(ByteOrder.LITTLE_ENDIAN);
-      }
+  protected void send(ByteBuffer queued) {
+    dirty = true;
+    while (queued.hasRemaining()) {
+      awaitAnswer();
+      int n = Math.min(queued.remaining(), CAPACITY);
+      segment.put(HEADER_BYTES, queued, queued.position(), n);
+      queued.position(queued.position() + n);
+      publish(n, queued.hasRemaining() ? FLAG_MORE : 0);
     }
-    return out;
+    dirty = false;
   }
 
   @Override
-  protected void endAsyncFrame() {
-    if (out.position() >= Frames.FLUSH_BYTES) {
-      publishOut();
-    }
-  }
-
-  @Override
-  protected Reply endSyncFrame() {
-    publishOut();
+  protected Reply awaitReply() {
     dirty = true;
     awaitAnswer();
     response.in.clear().limit(0);
     response.takePiece();
     return response;
-  }
-
-  /** Hands the queued frames to the worker, in pieces of at most CAPACITY bytes. */
-  private void publishOut() {
-    out.flip();
-    try {
-      dirty = true;
-      while (out.hasRemaining()) {
-        awaitAnswer();
-        int n = Math.min(out.remaining(), CAPACITY);
-        segment.put(HEADER_BYTES, out, out.position(), n);
-        out.position(out.position() + n);
-        publish(n, out.hasRemaining() ? FLAG_MORE : 0);
-      }
-      dirty = false;
-    } finally {
-      out.clear();
-    }
   }
 
   private void publish(int length, int flags) {

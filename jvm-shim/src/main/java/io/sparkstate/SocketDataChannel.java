@@ -13,12 +13,11 @@ import java.nio.channels.SocketChannel;
  * {@link Frames#FLUSH_BYTES} or together with the next sync frame, so a get after a few puts is a single
  * write plus a single read.
  */
-final class SocketDataChannel extends FramedDataChannel {
+final class SocketDataChannel extends QueuedFrameChannel {
   private static final int READ_BUFFER_BYTES = 64 * 1024;
 
   private final String socketPath;
   private final SocketChannel channel;
-  private ByteBuffer out = ByteBuffer.allocateDirect(2 * Frames.FLUSH_BYTES).order(ByteOrder.LITTLE_ENDIAN);
   private final Response response = new Response();
   /** A sync frame was sent and its response is not fully read, or a write failed halfway. */
   private boolean dirty;
@@ -39,44 +38,23 @@ final class SocketDataChannel extends FramedDataChannel {
   }
 
   @Override
-  protected ByteBuffer beginFrame(int frameBytes) {
-    if (out.remaining() < frameBytes) {
-      writeOut();
-      if (out.capacity() < frameBytes) {
-        out = ByteBuffer.allocateDirect(frameBytes).order(ByteOrder.LITTLE_ENDIAN);
-      }
-    }
-    return out;
-  }
-
-  @Override
-  protected void endAsyncFrame() {
-    if (out.position() >= Frames.FLUSH_BYTES) {
-      writeOut();
-    }
-  }
-
-  @Override
-  protected Reply endSyncFrame() {
-    writeOut();
-    dirty = true;
-    response.in.clear().limit(0);
-    return response;
-  }
-
-  private void writeOut() {
-    out.flip();
+  protected void send(ByteBuffer queued) {
     try {
       dirty = true;
-      while (out.hasRemaining()) {
-        channel.write(out);
+      while (queued.hasRemaining()) {
+        channel.write(queued);
       }
       dirty = false;
     } catch (IOException e) {
       throw failure("write", e);
-    } finally {
-      out.clear();
     }
+  }
+
+  @Override
+  protected Reply awaitReply() {
+    dirty = true;
+    response.in.clear().limit(0);
+    return response;
   }
 
   private DataChannelException failure(String what, IOException e) {
