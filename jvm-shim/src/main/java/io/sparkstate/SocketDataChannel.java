@@ -8,10 +8,9 @@ import java.nio.ByteOrder;
 import java.nio.channels.SocketChannel;
 
 /**
- * The default transport: frames over the worker's Unix domain socket ({@code <socketDir>/data.sock}),
- * through direct buffers. Async frames are queued in the output buffer and written once it holds
- * {@link Frames#FLUSH_BYTES} or together with the next sync frame, so a get after a few puts is a single
- * write plus a single read.
+ * Transport {@code socket} (and the fallback of {@code shm}): frames over the worker's Unix domain socket
+ * ({@code <socketDir>/data.sock}), through direct buffers, so a get after a few puts is a single write
+ * plus a single read.
  */
 final class SocketDataChannel extends QueuedFrameChannel {
   private static final int READ_BUFFER_BYTES = 64 * 1024;
