@@ -9,6 +9,7 @@ key and the valid values. The README's settings table is generated from `DECLARA
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -215,7 +216,6 @@ def settings_table_markdown() -> str:
 
 def settings_spark_defaults() -> str:
     """The commented settings block of conf/spark-defaults.conf, generated from DECLARATIONS."""
-    import textwrap
     blocks = []
     for d in DECLARATIONS:
         doc = f"{d.doc} Valid: {d.valid}."

@@ -41,7 +41,7 @@ import time
 from typing import Callable
 
 from . import protocol as p
-from .dispatcher import Session, describe_error
+from .dispatcher import Session
 
 HEADER_BYTES = 4096
 REQ_SEQ, REQ_LEN, REQ_FLAGS = 0, 8, 12
@@ -120,23 +120,20 @@ class ShmServer:
         self._resp = HEADER_BYTES + self._capacity
         self._words = memoryview(self._map)[:HEADER_BYTES].cast("q")  # aligned 8-byte loads and stores
         self._conn = conn
-        self._store_of = store_of
         self._session = Session(store_of)
         self._follower = CpuFollower()
-        self._pending_response = b""
+        self._rest = b""  # the part of the last response still to send (CONTINUE)
         self._woke = True  # check the client's CPU on the first request and after every sleep
         # Read before the attach is answered: the JVM publishes its first request only after that.
         self._last_seq = self._words[REQ_SEQ // 8]
 
     def serve(self) -> None:
-        words, m, session = self._words, self._map, self._session
-        req, resp, cap = self._req, self._resp, self._capacity
+        words, m = self._words, self._map
+        req = self._req
         unpack_header, header_size = p.HEADER.unpack_from, p.HEADER.size
-        unpack_len_flags, pack_int = _LEN_FLAGS.unpack_from, p.INT.pack_into
-        pack_len_flags = _LEN_FLAGS.pack_into
-        store_of, op_get = self._store_of, p.OP_GET
-        follower = self._follower
-        resp_seq_word = RESP_SEQ // 8
+        unpack_len_flags = _LEN_FLAGS.unpack_from
+        handle_frame, op_get = self._session.handle, p.OP_GET
+        answer, follower = self._answer, self._follower
         last = self._last_seq
         partial = bytearray()
         served = 0
@@ -154,40 +151,24 @@ class ShmServer:
                     follower.follow(words[CLIENT_TID // 8])
                     served, self._woke = 0, False
                 if flags & FLAG_CONTINUE:
-                    self._publish_piece(seq)
-                    continue
-                if flags & FLAG_MORE:
+                    answer(seq, self._rest)
+                elif flags & FLAG_MORE:
                     partial += m[req:req + length]
-                    pack_len_flags(m, RESP_LEN, 0, 0)
-                    words[resp_seq_word] = seq
-                    continue
-                if partial:
+                    answer(seq, b"")
+                elif partial:
                     partial += m[req:req + length]
-                    response = self._handle_frames(bytes(partial), len(partial))
+                    answer(seq, self._handle_frames(bytes(partial), len(partial)))
                     partial.clear()
                 else:
                     op, handle, payload_len = unpack_header(m, req) if length >= header_size else (0, 0, -1)
-                    if op == op_get and payload_len + header_size == length and session.pending_error is None:
-                        # The per-row fast path: one GET, answered in place.
-                        try:
-                            value = store_of(handle).get(m[req + header_size:req + length])
-                        except Exception as exc:
-                            response = p.encode_error(describe_error(exc, p.OP_GET, handle))
-                        else:
-                            if value is not None and len(value) + 4 <= cap:
-                                pack_int(m, resp, len(value))
-                                m[resp + 4:resp + 4 + len(value)] = value
-                                pack_len_flags(m, RESP_LEN, len(value) + 4, 0)
-                                words[resp_seq_word] = seq
-                                continue
-                            response = p.encode_value(value)
+                    if op == op_get and payload_len + header_size == length:
+                        # The per-row fast path: a lone GET, without slicing the request into frames.
+                        answer(seq, handle_frame(op, handle, m[req + header_size:req + length]))
                     else:
-                        response = self._handle_frames(m[req:req + length], length)
-                self._pending_response = response
-                self._publish_piece(seq)
+                        answer(seq, self._handle_frames(m[req:req + length], length))
         finally:
             follower.release()
-            session.close()
+            self._session.close()
 
     def _handle_frames(self, data: bytes, length: int) -> bytes:
         """Every frame of one publish in order; the response of the last synchronous one (if any)."""
@@ -204,12 +185,15 @@ class ShmServer:
                 response = answer
         return response
 
-    def _publish_piece(self, seq: int) -> None:
-        """Writes the next piece of the pending response (all of it if it fits) and answers `seq`."""
-        piece = self._pending_response[:self._capacity]
-        self._pending_response = self._pending_response[len(piece):]
-        self._map[self._resp:self._resp + len(piece)] = piece
-        _LEN_FLAGS.pack_into(self._map, RESP_LEN, len(piece), FLAG_MORE if self._pending_response else 0)
+    def _answer(self, seq: int, response: bytes) -> None:
+        """Writes the response (its first piece if it is larger than the area; the JVM asks for the rest
+        with CONTINUE), then answers `seq`."""
+        if len(response) > self._capacity:
+            response, self._rest = response[:self._capacity], response[self._capacity:]
+        else:
+            self._rest = b""
+        self._map[self._resp:self._resp + len(response)] = response
+        _LEN_FLAGS.pack_into(self._map, RESP_LEN, len(response), FLAG_MORE if self._rest else 0)
         self._words[RESP_SEQ // 8] = seq
 
     def _await_request(self, last: int) -> int | None:

@@ -20,6 +20,8 @@ final class Frames {
   static final byte SCAN_NEXT = 4;
   static final byte SCAN_CLOSE = 5;
   static final byte SYNC = 6;
+  /** Socket only, the first frame (transport shm): payload = the segment's path; answered with i32 0. */
+  static final byte SHM_ATTACH = 7;
 
   static final int HEADER_BYTES = 1 + 4 + 4;
   /** vlen of a BATCH record that removes its key. */
@@ -45,6 +47,7 @@ final class Frames {
       case SCAN_NEXT: return "SCAN_NEXT";
       case SCAN_CLOSE: return "SCAN_CLOSE";
       case SYNC: return "SYNC";
+      case SHM_ATTACH: return "SHM_ATTACH";
       default: return "op" + op;
     }
   }

@@ -44,7 +44,6 @@ final class ShmDataChannel extends QueuedFrameChannel {
   private static final int FLAG_MORE = 1;
   private static final int FLAG_CONTINUE = 2;
   private static final int FLAG_CLOSE = 4;
-  private static final byte SHM_ATTACH = 7;
 
   /** How long a waiting task thread yields before it parks. A get takes a few microseconds. */
   private static final long SPIN_NANOS = 200_000;
@@ -156,7 +155,7 @@ final class ShmDataChannel extends QueuedFrameChannel {
   private static void handshake(SocketChannel socket, String segmentPath) throws IOException {
     byte[] path = segmentPath.getBytes(StandardCharsets.UTF_8);
     ByteBuffer frame = ByteBuffer.allocate(Frames.HEADER_BYTES + path.length).order(ByteOrder.LITTLE_ENDIAN);
-    Frames.header(frame, SHM_ATTACH, 0, path.length);
+    Frames.header(frame, Frames.SHM_ATTACH, 0, path.length);
     frame.put(path).flip();
     while (frame.hasRemaining()) {
       socket.write(frame);
