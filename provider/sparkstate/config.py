@@ -67,6 +67,7 @@ BACKENDS = ("rocksdb", "heap")
 TRANSPORTS = ("shm", "socket", "py4j", "embedded")
 COMPRESSIONS = ("lz4", "zstd", "snappy", "none")
 HEAP_COMPRESSIONS = ("lz4", "zstd", "none")
+HEAP_LAYOUTS = ("packed", "dict")
 
 DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("backend", "backend", "rocksdb", _choice(*BACKENDS),
@@ -107,6 +108,10 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "Heap backend: committed versions kept in memory (copy-on-write) for reloads and retries, "
                 "including the current one; a version a background snapshot is writing stays until done.",
                 "an integer >= 1"),
+    Declaration("heap.layout", "heap_layout", "packed", _choice(*HEAP_LAYOUTS),
+                "Heap backend: in-memory layout of the live state. `packed` packs entries per hash bucket "
+                "(about a third of a dict's memory per key); `dict` keeps a Python dict of bytes (a cheaper "
+                "get and put, ~150 bytes of overhead per key).", ", ".join(HEAP_LAYOUTS)),
     Declaration("heap.compression", "heap_compression", "lz4", _choice(*HEAP_COMPRESSIONS),
                 "Heap backend: compression of its Arrow IPC delta and snapshot files.",
                 ", ".join(HEAP_COMPRESSIONS)),
@@ -156,6 +161,7 @@ class Settings:
     heap_snapshot_every: int = 10
     heap_max_versions_in_memory: int = 2
     heap_compression: str = "lz4"
+    heap_layout: str = "packed"
     verify_local_cache: bool = False
     io_threads: int = 4
     state_location: str | None = None

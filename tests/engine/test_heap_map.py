@@ -1,5 +1,13 @@
-"""VersionedMap: copy-on-write views, rollback, prefix index, accounting."""
+"""VersionedMap: copy-on-write views, rollback, prefix index, accounting; on both live layouts."""
+import pytest
+
+from sparkstate.config import HEAP_LAYOUTS
 from sparkstate.engine.heap_map import ABSENT, VersionedMap, scan_prefix_length
+
+
+@pytest.fixture(params=HEAP_LAYOUTS)
+def layout(request) -> str:
+    return request.param
 
 
 def view_dict(m: VersionedMap, view, prefix=b"") -> dict:
@@ -9,8 +17,8 @@ def view_dict(m: VersionedMap, view, prefix=b"") -> dict:
     return dict(rows)
 
 
-def test_freeze_is_o1_and_views_never_see_later_writes():
-    m = VersionedMap({b"a": b"1", b"b": b"2"}, prefix_index=False)
+def test_freeze_is_o1_and_views_never_see_later_writes(layout):
+    m = VersionedMap({b"a": b"1", b"b": b"2"}, prefix_index=False, layout=layout)
     v1 = m.freeze(1)
     assert v1.before == {}  # nothing copied at freeze
     m.apply([(b"a", b"10"), (b"c", b"3"), (b"b", None), (b"a", b"11")])
@@ -23,8 +31,8 @@ def test_freeze_is_o1_and_views_never_see_later_writes():
     assert sorted(m.changes_since(v1)) == [(b"a", b"11"), (b"b", None), (b"d", b"4")]
 
 
-def test_drop_merges_into_older_view_and_rollback_restores():
-    m = VersionedMap({b"a": b"1"}, prefix_index=False)
+def test_drop_merges_into_older_view_and_rollback_restores(layout):
+    m = VersionedMap({b"a": b"1"}, prefix_index=False, layout=layout)
     v1 = m.freeze(1)
     m.apply([(b"a", b"2")])
     v2 = m.freeze(2)
@@ -40,8 +48,8 @@ def test_drop_merges_into_older_view_and_rollback_restores():
     assert m.get(b"a") == b"1" and m.get(b"b") is None and len(m) == 1 and m.chain_length() == 1
 
 
-def test_pinned_view_stays_until_unpinned():
-    m = VersionedMap({}, prefix_index=False)
+def test_pinned_view_stays_until_unpinned(layout):
+    m = VersionedMap({}, prefix_index=False, layout=layout)
     v1 = m.freeze(1)
     m.pin(v1)
     m.apply([(b"k", b"v")])
@@ -51,11 +59,11 @@ def test_pinned_view_stays_until_unpinned():
     assert m.chain_length() == 0
 
 
-def test_prefix_index_scans_only_the_prefix():
+def test_prefix_index_scans_only_the_prefix(layout):
     def key(kg: int, prefix: bytes, rest: bytes) -> bytes:
         return kg.to_bytes(4, "big") + len(prefix).to_bytes(4, "big") + prefix + rest
 
-    m = VersionedMap({key(1, b"p", b"1"): b"a", key(1, b"q", b"1"): b"b"}, prefix_index=True)
+    m = VersionedMap({key(1, b"p", b"1"): b"a", key(1, b"q", b"1"): b"b"}, prefix_index=True, layout=layout)
     scan = key(1, b"p", b"")
     assert scan_prefix_length(scan) == len(scan)
     view = m.freeze(None, pin=True)
@@ -67,40 +75,54 @@ def test_prefix_index_scans_only_the_prefix():
     assert sorted(m._index) == sorted([key(1, b"p", b""), key(1, b"q", b"")])
 
 
-def test_memory_estimate_tracks_payload():
-    m = VersionedMap({}, prefix_index=False)
-    assert m.memory_used_bytes() == 0
+def test_memory_estimate_tracks_payload(layout):
+    m = VersionedMap({}, prefix_index=False, layout=layout)
+    empty = m.memory_used_bytes()
+    assert empty < 200
     m.apply([(b"k%05d" % i, b"x" * 100) for i in range(1000)])
     one = m.memory_used_bytes()
     assert 1000 * 106 < one < 1000 * 400
     m.apply([(b"k%05d" % i, None) for i in range(500)])
-    assert m.memory_used_bytes() < one * 0.6
+    assert m.memory_used_bytes() < one * 0.75  # packed: some removed records wait for compaction
 
 
-def test_view_contents_equals_reading_the_view_row_by_row():
+def view_batches_dict(m: VersionedMap, view, rows: int = 7) -> dict:
+    out, n = {}, 0
+    for keys, values in m.view_batches(view, rows):
+        assert 0 < len(keys) <= rows and len(keys) == len(values)
+        out.update(zip(keys.to_pylist(), values.to_pylist()))
+        n += len(keys)
+    assert n == len(out)  # no key twice
+    return out
+
+
+@pytest.mark.parametrize("value_format", [b"v%d", b"v%04d"])  # mixed sizes; one size (uniform packed)
+def test_view_batches_equal_reading_the_view_row_by_row(layout, value_format):
     import random
     rnd = random.Random(11)
-    m = VersionedMap({b"k%03d" % i: b"v%d" % i for i in range(60)}, prefix_index=False)
+    m = VersionedMap({b"k%03d" % i: value_format % i for i in range(60)}, prefix_index=False, layout=layout)
     views = []
     for version in range(1, 6):
         views.append(m.freeze(version))
         batch = []
         for _ in range(40):
             k = b"k%03d" % rnd.randrange(90)
-            batch.append((k, None if rnd.random() < 0.3 else b"w%d" % rnd.randrange(1000)))
+            batch.append((k, None if rnd.random() < 0.3 else value_format % rnd.randrange(1000)))
         m.apply(batch)
     m.retire(views[1])  # merged into views[0]'s image
     for view in (views[0], views[2], views[4]):
-        assert m.view_contents(view) == view_dict(m, view)
-        assert all(v is not ABSENT for v in m.view_contents(view).values())
+        assert view_batches_dict(m, view) == view_dict(m, view)
 
 
-def test_memory_estimate_counts_the_old_values_images_hold():
-    m = VersionedMap({b"a": b"x" * 100, b"b": b"y" * 50}, prefix_index=False)
+def test_memory_estimate_counts_the_old_values_images_hold(layout):
+    m = VersionedMap({b"a": b"x" * 100, b"b": b"y" * 50}, prefix_index=False, layout=layout)
     m.freeze(1)
     before = m.memory_used_bytes()
     m.apply([(b"a", b"z" * 100), (b"c", b"n")])  # image: a -> 100-byte old value, c -> ABSENT
     grown = m.memory_used_bytes() - before
-    from sparkstate.engine.heap_map import BYTES_OBJECT_OVERHEAD, DICT_ENTRY_BYTES
-    new_key = len(b"c") + len(b"n") + 2 * BYTES_OBJECT_OVERHEAD + DICT_ENTRY_BYTES
+    from sparkstate.engine.live_table import BYTES_OBJECT_OVERHEAD, DICT_ENTRY_BYTES, new_live_table
+    table = new_live_table(layout, {b"a": b"z" * 100, b"b": b"y" * 50})
+    live_before = table.memory_bytes()
+    table.put(b"c", b"n")
+    new_key = table.memory_bytes() - live_before
     assert grown == new_key + 2 * DICT_ENTRY_BYTES + 100 + BYTES_OBJECT_OVERHEAD

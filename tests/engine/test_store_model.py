@@ -163,6 +163,17 @@ TestHeapStoreModel.settings = settings(max_examples=30, stateful_step_count=30, 
                                        suppress_health_check=[HealthCheck.too_slow])
 
 
+class HeapDictStoreModel(HeapStoreModel):
+    """The heap model on the other live layout (`heap.layout=dict`; the default is packed)."""
+
+    SETTINGS = {**HeapStoreModel.SETTINGS, "heap_layout": "dict"}
+
+
+TestHeapDictStoreModel = HeapDictStoreModel.TestCase
+TestHeapDictStoreModel.settings = settings(max_examples=15, stateful_step_count=30, deadline=None,
+                                           suppress_health_check=[HealthCheck.too_slow])
+
+
 def test_deleted_versions_are_reported(tmp_path):
     s = Store(make_spec(f"file:{tmp_path}/ckpt", retain=1), str(tmp_path / "local"))
     s.load(0)

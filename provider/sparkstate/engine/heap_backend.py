@@ -1,4 +1,5 @@
-"""Heap backend: the state lives in a Python dict in the worker, versioned with copy-on-write views.
+"""Heap backend: the state lives in memory in the worker (a packed table or a dict: `heap.layout`),
+versioned with copy-on-write views.
 
 Writes after version v (asynchronous to the commit, on the task thread while the batch runs): each
   `apply_batch` is applied to the map and appended to the journal `delta-<v+1>.arrow` (heap_snapshot).
@@ -12,7 +13,7 @@ Background (one runner): every `heap.snapshotEveryVersions` deltas, a full snaps
   of the chain (see heap_snapshot). Retention then drops the older deltas with their manifests.
 Load of v: the current head (Store fast path), else a retained view rolled back in place (`rewind`,
   O(keys changed since v)), else restore the manifest's chain from the checkpoint.
-Memory: the live dict, the before images of retained views (at most `heap.maxVersionsInMemory`, plus a
+Memory: the live table, the before images of retained views (at most `heap.maxVersionsInMemory`, plus a
   view a background snapshot still reads), and the prefix index of PrefixKeyScan stores.
 """
 from __future__ import annotations
@@ -85,7 +86,8 @@ class HeapBackend(Backend):
     def _reset(self, data: dict[bytes, bytes], version: int, files: tuple) -> None:
         self._close_cursors()
         self._drop_journal()
-        self._map = VersionedMap(data, prefix_index=self.ctx.num_cols_prefix_key > 0)
+        self._map = VersionedMap(data, prefix_index=self.ctx.num_cols_prefix_key > 0,
+                                 layout=self.ctx.settings.heap_layout)
         self._full = HeapFullSnapshot(self.ctx, self._map)
         self._head: View = self._map.freeze(version)
         self._head.files = tuple(files)

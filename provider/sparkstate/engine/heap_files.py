@@ -90,9 +90,11 @@ def _batch(rows: Sequence[tuple[bytes, bytes | None]]) -> pa.RecordBatch:
 
 
 def _columns_batch(keys: Sequence[bytes], values: Sequence[bytes | None]) -> pa.RecordBatch:
-    key_array = pa.array(keys, pa.binary())
-    return pa.RecordBatch.from_arrays([_key_groups(key_array), key_array, pa.array(values, pa.binary())],
-                                      schema=pa.schema(_FIELDS))
+    return _arrays_batch(pa.array(keys, pa.binary()), pa.array(values, pa.binary()))
+
+
+def _arrays_batch(keys: pa.BinaryArray, values: pa.BinaryArray) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([_key_groups(keys), keys, values], schema=pa.schema(_FIELDS))
 
 
 def encode(kind: str, version: int, rows: Sequence[tuple[bytes, bytes | None]], compression: str) -> bytes:
@@ -114,10 +116,10 @@ class StreamingWriter:
         self._writer = pa.ipc.new_file(self._sink, schema(kind, version, -1), options=_options(compression))
         self.rows = 0
 
-    def write_columns(self, keys: Sequence[bytes], values: Sequence[bytes | None]) -> None:
-        """Rows given as two parallel lists (no tuple per row)."""
-        if keys:
-            self._writer.write_batch(_columns_batch(keys, values))
+    def write_arrays(self, keys: pa.BinaryArray, values: pa.BinaryArray) -> None:
+        """Rows given as two Arrow columns (built without a Python object per row)."""
+        if len(keys):
+            self._writer.write_batch(_arrays_batch(keys, values))
             self.rows += len(keys)
 
     def close(self) -> None:

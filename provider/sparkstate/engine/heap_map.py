@@ -1,23 +1,24 @@
 """VersionedMap: an in-memory key-value map with O(1) copy-on-write views, for the heap backend.
 
-Layout: one live dict (the working contents) plus a *chain* of views in the order they were frozen.
+Layout: one live table (the working contents, a LiveTable: packed or dict, see live_table) plus a
+*chain* of views in the order they were frozen.
 Each view has a *before image*: for every key first written after that view was frozen and before the
 next view was, the value it had at the view (or ABSENT). Reading key k through view i walks the before
 images of views i, i+1, ..., newest and takes the first hit; with no hit, k is unchanged since view i and
-the live dict answers. So:
+the live table answers. So:
 
 - freezing a view is appending an empty dict to the chain: O(1), independent of the state size;
 - a write copies the old value into the newest view's image on the first write of that key (copy on
   write; values are immutable bytes, so "copy" is a reference, never a deep copy);
 - dropping view i merges its image into view i-1's (`setdefault`: the older image wins), O(|image|);
   dropping the oldest view is O(1) (its image is freed later, by `take_garbage`);
-- rolling the live dict back to view i applies the images newest-first, O(keys changed since i).
+- rolling the live table back to view i applies the images newest-first, O(keys changed since i).
 
 Views are either committed versions (the backend keeps the newest few) or pinned readers: a cursor
 (a view frozen at SCAN_OPEN) or the background full snapshot. A reader never sees a later write.
 
 Threads: the task thread writes and reads (under the store lock); the background snapshot thread only
-reads through its pinned view. `_lock` guards the live dict, the chain and every image, and is held per
+reads through its pinned view. `_lock` guards the live table, the chain and every image, and is held per
 batch of writes and per chunk of reads, so a reader can never observe a live value whose copy-on-write
 before-image has not been recorded yet.
 """
@@ -25,7 +26,12 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .live_table import BYTES_OBJECT_OVERHEAD, DICT_ENTRY_BYTES, new_live_table
 
 
 class _Absent:
@@ -54,17 +60,12 @@ class View:
         return f"View(version={self.version}, changed={len(self.before)}, pins={self.pins})"
 
 
-def _measure_overheads() -> tuple[int, int, int]:
-    """(bytes object header, dict bytes per entry, set bytes per entry), measured on this interpreter."""
+def _set_entry_bytes() -> int:
     n = 4096
-    keys = [b"k%07d" % i for i in range(n)]
-    d = dict.fromkeys(keys, b"")
-    s = set(keys)
-    obj = sys.getsizeof(b"")
-    return obj, int(round((sys.getsizeof(d) - sys.getsizeof({})) / n)), int(round((sys.getsizeof(s) - sys.getsizeof(set())) / n))
+    return int(round((sys.getsizeof({b"k%07d" % i for i in range(n)}) - sys.getsizeof(set())) / n))
 
 
-BYTES_OBJECT_OVERHEAD, DICT_ENTRY_BYTES, SET_ENTRY_BYTES = _measure_overheads()
+SET_ENTRY_BYTES = _set_entry_bytes()
 
 
 def scan_prefix_length(key: bytes) -> int | None:
@@ -76,15 +77,14 @@ def scan_prefix_length(key: bytes) -> int | None:
 
 
 class VersionedMap:
-    def __init__(self, data: dict[bytes, bytes], prefix_index: bool) -> None:
-        self._live = data
-        # The live value of a key: the live dict's own get (the dict is never replaced), the per-row read.
-        self.get: Callable[[bytes], bytes | None] = data.get
+    def __init__(self, data: Mapping[bytes, bytes], prefix_index: bool, layout: str = "packed") -> None:
+        self._live = new_live_table(layout, data)
+        # The live value of a key: the table's own get (the table is never replaced), the per-row read.
+        self.get: Callable[[bytes], bytes | None] = self._live.get
         self._chain: list[View] = []
         self._garbage: list[dict] = []  # images of dropped views, freed by take_garbage
         self._lock = threading.Lock()
         self._index: dict[bytes, set[bytes]] | None = None
-        self._payload = sum(map(len, data)) + sum(map(len, data.values()))
         if prefix_index:
             self._index = {}
             for k in data:
@@ -110,29 +110,18 @@ class VersionedMap:
         return len(self._live)
 
     def apply(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
-        live, index = self._live, self._index
+        put, remove, index = self._live.put, self._live.remove, self._index
         with self._lock:
             image = self._chain[-1].before if self._chain else None
-            payload = self._payload
             for k, v in records:
-                old = live.get(k, ABSENT)
+                old = remove(k, ABSENT) if v is None else put(k, v, ABSENT)
                 if image is not None and k not in image:
                     image[k] = old
-                if v is None:
-                    if old is not ABSENT:
-                        del live[k]
-                        payload -= len(k) + len(old)  # type: ignore[arg-type]
-                        if index is not None:
-                            self._index_remove(k)
-                else:
-                    live[k] = v
-                    if old is ABSENT:
-                        payload += len(k) + len(v)
-                        if index is not None:
-                            self._index_add(k)
-                    else:
-                        payload += len(v) - len(old)  # type: ignore[arg-type]
-            self._payload = payload
+                if index is not None:
+                    if v is None and old is not ABSENT:
+                        self._index_remove(k)
+                    elif v is not None and old is ABSENT:
+                        self._index_add(k)
 
     # ---- views ---------------------------------------------------------------------------------
     def freeze(self, version: int | None, pin: bool = False) -> View:
@@ -219,25 +208,16 @@ class VersionedMap:
         live, index = self._live, self._index
         with self._lock:
             i = self._position(view)
-            payload = self._payload
             for later in reversed(self._chain[i:]):
                 for k, before in later.before.items():
-                    now = live.get(k, ABSENT)
                     if before is ABSENT:
-                        if now is not ABSENT:
-                            del live[k]
-                            payload -= len(k) + len(now)  # type: ignore[arg-type]
-                            if index is not None:
-                                self._index_remove(k)
+                        now = live.remove(k, ABSENT)
+                        if now is not ABSENT and index is not None:
+                            self._index_remove(k)
                     else:
-                        live[k] = before  # type: ignore[assignment]
-                        if now is ABSENT:
-                            payload += len(k) + len(before)  # type: ignore[arg-type]
-                            if index is not None:
-                                self._index_add(k)
-                        else:
-                            payload += len(before) - len(now)  # type: ignore[arg-type]
-            self._payload = payload
+                        now = live.put(k, before, ABSENT)  # type: ignore[arg-type]
+                        if now is ABSENT and index is not None:
+                            self._index_add(k)
             view.before.clear()
             del self._chain[i + 1:]
 
@@ -253,30 +233,42 @@ class VersionedMap:
                 base: Iterable[bytes] = list(self._index.get(prefix, ()))  # type: ignore[union-attr]
                 extra = [k for image in images for k in image if k.startswith(prefix)]
             elif prefix:
-                base = [k for k in live if k.startswith(prefix)]
+                base = [k for k in live.keys() if k.startswith(prefix)]
                 extra = [k for image in images for k in image if k.startswith(prefix)]
             else:
-                base = list(live)
+                base = list(live.keys())
                 extra = [k for image in images for k in image]
         if extra:
             seen = set(base)
             base = list(base) + [k for k in dict.fromkeys(extra) if k not in seen]
         return base  # type: ignore[return-value]
 
-    def view_contents(self, view: View) -> dict[bytes, bytes]:
-        """All of `view` as a new dict, for a full snapshot: a copy of the live dict (a loop in C) undone
-        by the before images of the views since, O(keys written since) in Python. Holds the lock (and,
-        for the copy, the GIL) once instead of once per chunk."""
+    def view_batches(self, view: View, rows: int) -> Iterator[tuple[pa.BinaryArray, pa.BinaryArray]]:
+        """All of `view` as (keys, values) Arrow columns, up to `rows` per batch, for a full snapshot.
+
+        The lock is held only to copy: the live table (a dict copy in C, or one memcpy per packed bucket)
+        and the before images since `view` (dict copies). The columns are then built from the copies in
+        C and numpy, so neither the lock nor the GIL is held for long while the next batches run. The
+        copies live until the generator is done (transient: about the size of the live table)."""
         with self._lock:
-            contents = dict(self._live)
-            images = self._images_from(view)
-            for image in reversed(images):  # the oldest image holding a key has the value at `view`
-                contents.update(image)  # type: ignore[arg-type]
-            for image in images:
-                for k in image:
-                    if contents.get(k) is ABSENT:
-                        del contents[k]
-        return contents
+            frozen = self._live.copy()
+            images = [dict(image) for image in self._images_from(view)]
+        at_view: dict[bytes, object] = {}
+        for image in reversed(images):  # the oldest image holding a key has the value at `view`
+            at_view.update(image)
+        del images
+        changed = pa.array(list(at_view), pa.binary()) if at_view else None
+        for keys, values in frozen.arrow_batches(rows):
+            if changed is not None:
+                keep = pc.invert(pc.is_in(keys, value_set=changed))
+                keys, values = keys.filter(keep), values.filter(keep)
+            if len(keys):
+                yield keys, values
+        del frozen
+        restored = [(k, v) for k, v in at_view.items() if v is not ABSENT]
+        for i in range(0, len(restored), rows):
+            chunk = restored[i:i + rows]
+            yield pa.array([k for k, _ in chunk], pa.binary()), pa.array([v for _, v in chunk], pa.binary())
 
     def read_chunk(self, view: View, keys: Sequence[bytes], start: int, max_rows: int,
                    max_bytes: int) -> tuple[list[tuple[bytes, bytes]], int]:
@@ -304,12 +296,12 @@ class VersionedMap:
 
     # ---- accounting ------------------------------------------------------------------------------
     def memory_used_bytes(self) -> int:
-        """Estimate: payload bytes + per-object overheads measured at import (sys.getsizeof) for the live
-        dict, the before images (their old values are kept alive only by them; including dropped ones not
+        """Estimate: the live table's own (see its `memory_bytes`), plus per-object overheads measured at
+        import (sys.getsizeof) for the before images (their old values are kept alive only by them; including dropped ones not
         yet freed) and the prefix index."""
         with self._lock:
             n = len(self._live)
-            total = self._payload + n * (2 * BYTES_OBJECT_OVERHEAD + DICT_ENTRY_BYTES)
+            total = self._live.memory_bytes()
             for image in [view.before for view in self._chain] + self._garbage:
                 total += len(image) * DICT_ENTRY_BYTES
                 total += sum(len(v) + BYTES_OBJECT_OVERHEAD for v in image.values()  # type: ignore[arg-type]

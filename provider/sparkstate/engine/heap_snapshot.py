@@ -211,15 +211,12 @@ class HeapFullSnapshot:
             writer = hf.StreamingWriter(os.path.join(staging, name), hf.KIND_FULL, res.version,
                                         self.ctx.settings.heap_compression)
             try:
-                # One copy of the view (C loops, the GIL held once) instead of a Python loop per row: this
-                # thread shares the GIL with the task threads (transport=embedded) or the data server.
-                contents = self.map.view_contents(res.view)
-                keys, values = list(contents), list(contents.values())
-                del contents
-                for start in range(0, len(keys), hf.BATCH_ROWS):
+                # Columns built in C and numpy, never a Python loop per row: this thread shares the GIL
+                # with the data server's thread (or the task threads, transport=embedded).
+                for keys, values in self.map.view_batches(res.view, hf.BATCH_ROWS):
                     if cancelled.is_set():
                         return None
-                    writer.write_columns(keys[start:start + hf.BATCH_ROWS], values[start:start + hf.BATCH_ROWS])
+                    writer.write_arrays(keys, values)
             finally:
                 writer.close()
             if cancelled.is_set():

@@ -1,0 +1,89 @@
+"""The live table of the heap backend's VersionedMap: the working contents, in one of two layouts.
+
+`heap.layout` picks it:
+- `packed` (PackedTable): entries packed per bucket; about a third of a dict's memory per key, at
+  the price of a few more C calls per get and put;
+- `dict` (DictTable): a plain dict of bytes; the fastest get, two Python objects and a dict entry
+  per key.
+Both answer the same small protocol, so VersionedMap's copy-on-write logic does not care which.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Iterator, Mapping, Protocol
+
+import pyarrow as pa
+
+from ..config import HEAP_LAYOUTS
+from .packed_table import PackedTable
+
+
+class LiveTable(Protocol):
+    def get(self, key: bytes, default=None): ...
+    def put(self, key: bytes, value: bytes, absent=None): ...
+    def remove(self, key: bytes, absent=None): ...
+    def keys(self) -> Iterator[bytes]: ...
+    def items(self) -> Iterator[tuple[bytes, bytes]]: ...
+    def __len__(self) -> int: ...
+    def memory_bytes(self) -> int: ...
+    def copy(self) -> LiveTable: ...
+    def arrow_batches(self, rows: int) -> Iterator[tuple[pa.BinaryArray, pa.BinaryArray]]: ...
+
+
+def _measure_overheads() -> tuple[int, int]:
+    """(bytes object header, dict bytes per entry), measured on this interpreter."""
+    n = 4096
+    d = dict.fromkeys([b"k%07d" % i for i in range(n)], b"")
+    return sys.getsizeof(b""), int(round((sys.getsizeof(d) - sys.getsizeof({})) / n))
+
+
+BYTES_OBJECT_OVERHEAD, DICT_ENTRY_BYTES = _measure_overheads()
+
+
+class DictTable(dict):
+    """A dict of bytes with the LiveTable write protocol; `get` stays dict's own (C) method."""
+
+    def __init__(self, data: Mapping[bytes, bytes] | None = None) -> None:
+        super().__init__(data or ())
+        self._payload = sum(map(len, self)) + sum(map(len, self.values()))
+
+    def put(self, key: bytes, value: bytes, absent=None):
+        old = self.get(key, absent)
+        self[key] = value
+        self._payload += len(value) + (len(key) if old is absent else -len(old))
+        return old
+
+    def remove(self, key: bytes, absent=None):
+        old = self.pop(key, absent)
+        if old is not absent:
+            self._payload -= len(key) + len(old)
+        return old
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:  # type: ignore[override]
+        return iter(dict.items(self))
+
+    def keys(self) -> Iterator[bytes]:  # type: ignore[override]
+        return iter(dict.keys(self))
+
+    def copy(self) -> DictTable:
+        other = DictTable.__new__(DictTable)
+        dict.update(other, self)
+        other._payload = self._payload
+        return other
+
+    def arrow_batches(self, rows: int) -> Iterator[tuple[pa.BinaryArray, pa.BinaryArray]]:
+        keys, values = list(dict.keys(self)), list(dict.values(self))
+        for i in range(0, len(keys), rows):
+            yield pa.array(keys[i:i + rows], pa.binary()), pa.array(values[i:i + rows], pa.binary())
+
+    def memory_bytes(self) -> int:
+        """Payload plus the measured per-object and per-entry overheads."""
+        return self._payload + len(self) * (2 * BYTES_OBJECT_OVERHEAD + DICT_ENTRY_BYTES)
+
+
+def new_live_table(layout: str, data: Mapping[bytes, bytes] | None = None) -> LiveTable:
+    if layout == "packed":
+        return PackedTable(data)
+    if layout == "dict":
+        return DictTable(data)
+    raise ValueError(f"unknown heap layout {layout!r}; expected one of {', '.join(HEAP_LAYOUTS)}")
