@@ -36,7 +36,7 @@ if not __package__:  # run as a script from a checkout
 
 from sparkstate_jobs.bench import latency_probe  # noqa: E402
 from sparkstate_jobs.progress import BatchStats, human_bytes, median  # noqa: E402
-from sparkstate_jobs.session import PROVIDERS, ProviderUnavailable, new_session, parse_conf_pairs  # noqa: E402
+from sparkstate_jobs.session import PROVIDERS, STATE_PREFIX, ProviderUnavailable, new_session, parse_conf_pairs  # noqa: E402
 
 DEFAULTS = {"batches": 20, "rows_per_batch": 200_000, "keys": 1_000_000}
 QUICK = {"batches": 5, "rows_per_batch": 50_000, "keys": 1_000_000}
@@ -168,19 +168,21 @@ class ProbeDuringRun:
 
 
 def run_provider(provider: str, args: argparse.Namespace, data_dir: str, tag: str = "") -> dict:
+    """Run one provider (or a `--variant` of sparkstate) in a child process; its measurements."""
+    base, variant_conf = ("sparkstate", args.variants[provider]) if provider in args.variants else (provider, [])
     ckpt = os.path.join(args.workdir, "checkpoints", provider)
     shutil.rmtree(ckpt, ignore_errors=True)
     result_path = os.path.join(args.workdir, f"result-{provider}{tag}.json")
     log_path = os.path.join(args.workdir, f"log-{provider}{tag}.txt")
     if os.path.exists(result_path):
         os.remove(result_path)
-    cmd = [sys.executable, os.path.abspath(__file__), "--run-one", provider, "--data", data_dir,
+    cmd = [sys.executable, os.path.abspath(__file__), "--run-one", base, "--data", data_dir,
            "--checkpoint", ckpt, "--result", result_path, "--master", args.master,
            "--shuffle-partitions", str(args.shuffle_partitions), "--batches", str(args.batches),
            "--driver-memory", args.driver_memory]
-    if args.backend and provider == "sparkstate":
+    if args.backend and base == "sparkstate":
         cmd += ["--backend", args.backend]
-    for pair in args.conf or []:
+    for pair in (args.conf or []) + variant_conf:
         cmd += ["--conf", pair]
     before = latency_probe.probe()
     print(f"[{provider}] starting (latency mode before: {before.describe()}); log: {log_path}", flush=True)
@@ -302,6 +304,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="provider the ratios are computed for (default sparkstate; hdfs if it did not run)")
     p.add_argument("--backend", help="sparkstate backend setting (passed through)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark conf for every provider")
+    p.add_argument("--variant", action="append", metavar="NAME:SETTING=VALUE[,SETTING=VALUE]",
+                   help="a sparkstate run under another NAME with these sparkstate settings (keys without "
+                        "the spark.sql.streaming.stateStore.sparkstate. prefix), to list in --providers; "
+                        "e.g. --variant sparkstate-dict:heap.layout=dict")
     p.add_argument("--rounds", type=int, default=1,
                    help="run every provider this many times (order rotated each round) and report medians")
     p.add_argument("--workdir", help="input data, checkpoints and logs (default: a new temp dir)")
@@ -321,7 +327,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.provider_list = [x.strip() for x in args.providers.split(",") if x.strip()]
     if args.rounds < 1:
         p.error("--rounds must be >= 1")
-    unknown = [x for x in args.provider_list if x not in PROVIDERS]
+    args.variants = {}
+    for spec in args.variant or []:
+        name, sep, settings = spec.partition(":")
+        pairs = [x.strip() for x in settings.split(",") if x.strip()]
+        if not sep or not name.strip() or name.strip() in PROVIDERS or not all("=" in x for x in pairs):
+            p.error(f"--variant expects NAME:SETTING=VALUE[,SETTING=VALUE] with a new NAME, got {spec!r}")
+        args.variants[name.strip()] = [STATE_PREFIX + "sparkstate." + x for x in pairs]
+    unknown = [x for x in args.provider_list if x not in PROVIDERS and x not in args.variants]
     if unknown:
         p.error(f"unknown provider(s) {unknown}; expected {', '.join(PROVIDERS)}")
     return args
