@@ -211,3 +211,29 @@ def test_worker_killed_during_background_write_recovers_every_committed_version(
     s.apply_batch([(b"\0\0\0\1after", b"crash")])
     assert s.commit().version == 5
     s.close()
+
+
+@pytest.mark.parametrize("layout", ["packed", "dict"])
+def test_scan_cursor_chunks_by_rows_and_bytes_over_a_frozen_view(backend, layout):
+    from sparkstate.engine.heap_backend import HeapScanCursor
+    from sparkstate.engine.heap_map import VersionedMap
+
+    m = VersionedMap({b"k%02d" % i: b"v" * 10 for i in range(30)}, prefix_index=False, layout=layout)
+    cursor = HeapScanCursor(m, b"k1", None)  # an unindexed prefix: k10..k19
+    m.apply([(b"k11", None), (b"k12", b"w" * 10), (b"k1x", b"new")])  # after open: not seen
+    got = []
+    rows, done = cursor.next_chunk(3, 1 << 20)
+    assert len(rows) == 3 and not done
+    got += rows
+    rows, done = cursor.next_chunk(100, 1)  # a byte limit below one row still returns one row
+    assert len(rows) == 1 and not done
+    got += rows
+    rows, done = cursor.next_chunk(100, 25)  # 13 bytes a row: the row reaching 25 bytes is the last
+    assert len(rows) == 2 and not done
+    got += rows
+    rows, done = cursor.next_chunk(100, 1 << 20)
+    got += rows
+    assert done and cursor.closed and len(got) == 10
+    assert got == [(b"k%02d" % i, b"v" * 10) for i in range(10, 20)]  # byte order, the view at open
+    with pytest.raises(Exception, match="closed"):
+        cursor.next_chunk(1, 1)

@@ -10,11 +10,24 @@ def layout(request) -> str:
     return request.param
 
 
-def view_dict(m: VersionedMap, view, prefix=b"") -> dict:
-    keys = m.view_keys(view, prefix)
+def point_reads(m: VersionedMap, view, keys) -> dict:
+    keys = list(keys)
     rows, pos = m.read_chunk(view, keys, 0, 1 << 30, 1 << 60)
     assert pos == len(keys)
     return dict(rows)
+
+
+def view_dict(m: VersionedMap, view, prefix=b"") -> dict:
+    """`view`'s rows with `prefix` through the columnar scan, checked against point reads of every key
+    the map knows (live or in an image: a superset of any view's keys), and of the prefix index."""
+    keys, values = m.view_columns(view, prefix)
+    out = dict(zip(keys.to_pylist(), values.to_pylist()))
+    assert list(out) == sorted(out) and len(out) == len(keys)  # sorted, no key twice
+    universe = set(m._live.keys()) | {k for v in m._chain for k in v.before}
+    assert out == point_reads(m, view, (k for k in universe if k.startswith(prefix)))
+    if m.indexes_prefix(prefix):
+        assert out == point_reads(m, view, m.view_keys(view, prefix))
+    return out
 
 
 def test_freeze_is_o1_and_views_never_see_later_writes(layout):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -222,26 +222,39 @@ class VersionedMap:
             del self._chain[i + 1:]
 
     # ---- reads through a view (any thread) -------------------------------------------------------
-    def view_keys(self, view: View, prefix: bytes = b"") -> list[bytes]:
-        """Candidate keys of `view` (a superset: keys added after it read as ABSENT and are skipped by
-        `read_chunk`). O(keys) for a full scan; O(keys with the prefix) with the prefix index."""
-        live = self._live
+    def indexes_prefix(self, prefix: bytes) -> bool:
+        """True if `prefix` is a whole PrefixKeyScan prefix this map indexes (a scan is O(its keys))."""
+        return bool(prefix) and self._index is not None and scan_prefix_length(prefix) == len(prefix)
+
+    def view_keys(self, view: View, prefix: bytes) -> list[bytes]:
+        """Candidate keys of `view` with an indexed `prefix` (a superset: keys added after the view read
+        as ABSENT and are skipped by `read_chunk`), O(keys with the prefix + keys written since)."""
+        if not self.indexes_prefix(prefix):
+            raise ValueError("view_keys needs an indexed scan prefix; scan other views with view_columns")
         with self._lock:
-            images = self._images_from(view)
-            n = scan_prefix_length(prefix) if self._index is not None else None
-            if n is not None and n == len(prefix):
-                base: Iterable[bytes] = list(self._index.get(prefix, ()))  # type: ignore[union-attr]
-                extra = [k for image in images for k in image if k.startswith(prefix)]
-            elif prefix:
-                base = [k for k in live.keys() if k.startswith(prefix)]
-                extra = [k for image in images for k in image if k.startswith(prefix)]
-            else:
-                base = list(live.keys())
-                extra = [k for image in images for k in image]
+            base = list(self._index.get(prefix, ()))  # type: ignore[union-attr]
+            extra = [k for image in self._images_from(view) for k in image if k.startswith(prefix)]
         if extra:
             seen = set(base)
-            base = list(base) + [k for k in dict.fromkeys(extra) if k not in seen]
-        return base  # type: ignore[return-value]
+            base += [k for k in dict.fromkeys(extra) if k not in seen]
+        return base
+
+    def view_columns(self, view: View, prefix: bytes = b"") -> tuple[pa.LargeBinaryArray, pa.LargeBinaryArray]:
+        """The rows of `view` whose key starts with `prefix`, sorted by key, as two Arrow columns: a scan
+        of the whole table done in C and numpy (see view_batches), then filtered and sorted in Arrow."""
+        keys, values = [], []
+        for k, v in self.view_batches(view, 1 << 20):
+            if prefix:
+                keep = pc.equal(pc.binary_slice(k, 0, len(prefix)), pa.scalar(prefix, pa.binary()))
+                k, v = k.filter(keep), v.filter(keep)
+            keys.append(k.cast(pa.large_binary()))
+            values.append(v.cast(pa.large_binary()))
+        if not keys:
+            empty = pa.array([], pa.large_binary())
+            return empty, empty
+        all_keys, all_values = pa.concat_arrays(keys), pa.concat_arrays(values)
+        order = pc.sort_indices(all_keys)  # byte order, as Python compares bytes
+        return all_keys.take(order), all_values.take(order)
 
     def view_batches(self, view: View, rows: int) -> Iterator[tuple[pa.BinaryArray, pa.BinaryArray]]:
         """All of `view` as (keys, values) Arrow columns, up to `rows` per batch, for a full snapshot.
