@@ -13,6 +13,7 @@ fsync of a small file in the scratch directory (the disk's floor for any durable
 
     python python/bench/heap_commit.py                       # 1M keys, 50k written per commit, 12 commits
     python python/bench/heap_commit.py --keys 200000 --written 10000 --commits 6
+    python python/bench/heap_commit.py --layout dict         # the other live layout (heap.layout)
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def main() -> None:
                     help="records per apply_batch call (default 5,000, ~256 KiB like the JVM's batches)")
     ap.add_argument("--dir", default=None, help="scratch directory (default: a new temp dir, removed after)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--layout", default=None, help="heap.layout (default: the setting's default)")
     args = ap.parse_args()
 
     from sparkstate.config import Settings
@@ -45,7 +47,8 @@ def main() -> None:
     spec = StoreSpec(checkpoint_location="file:" + os.path.join(scratch, "ckpt"), operator_id=0, partition_id=0,
                      store_name="default", instance_id="bench", query_run_id="r", key_schema_json="{}",
                      value_schema_json="{}", num_cols_prefix_key=0, num_partitions=1, min_versions_to_retain=100,
-                     settings=dataclasses.replace(Settings(), backend="heap"))
+                     settings=dataclasses.replace(Settings(), backend="heap",
+                                                  **({"heap_layout": args.layout} if args.layout else {})))
     n, w, step = args.keys, args.written, max(1, args.batch_records)
 
     def key(i: int) -> bytes:  # 20 bytes: a key group (4 bytes, big-endian) + 16 bytes
