@@ -21,7 +21,8 @@ def test_unknown_key_names_the_key_and_the_known_ones():
 
 
 @pytest.mark.parametrize("key,value", [("backend", "cassandra"), ("transport", "carrier-pigeon"),
-                                       ("rocksdb.writeBufferSizeMB", "0"), ("workerStartTimeoutMs", "soon")])
+                                       ("rocksdb.writeBufferSizeMB", "0"), ("workerStartTimeoutMs", "soon"),
+                                       ("heap.layout", "btree")])
 def test_invalid_value_names_key_and_valid_values(key, value):
     with pytest.raises(ConfigError) as err:
         Settings.parse({PREFIX + key: value})

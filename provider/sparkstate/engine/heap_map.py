@@ -77,7 +77,7 @@ def scan_prefix_length(key: bytes) -> int | None:
 
 
 class VersionedMap:
-    def __init__(self, data: Mapping[bytes, bytes], prefix_index: bool, layout: str = "packed") -> None:
+    def __init__(self, data: Mapping[bytes, bytes], prefix_index: bool, layout: str) -> None:
         self._live = new_live_table(layout, data)
         # The live value of a key: the table's own get (the table is never replaced), the per-row read.
         self.get: Callable[[bytes], bytes | None] = self._live.get
@@ -259,17 +259,15 @@ class VersionedMap:
     def view_batches(self, view: View, rows: int) -> Iterator[tuple[pa.BinaryArray, pa.BinaryArray]]:
         """All of `view` as (keys, values) Arrow columns, up to `rows` per batch, for a full snapshot.
 
-        The lock is held only to copy: the live table (a dict copy in C, or one memcpy per packed bucket)
-        and the before images since `view` (dict copies). The columns are then built from the copies in
-        C and numpy, so neither the lock nor the GIL is held for long while the next batches run. The
-        copies live until the generator is done (transient: about the size of the live table)."""
+        The lock is held only to copy: the live table (a dict copy in C, or the packed table's bucket
+        lists) and the before images since `view`, merged into one dict as they are copied. The columns
+        are then built from the copies in C and numpy, so neither the lock nor the GIL is held for long
+        while the next batches run. The copies live until the generator is done."""
+        at_view: dict[bytes, object] = {}
         with self._lock:
             frozen = self._live.copy()
-            images = [dict(image) for image in self._images_from(view)]
-        at_view: dict[bytes, object] = {}
-        for image in reversed(images):  # the oldest image holding a key has the value at `view`
-            at_view.update(image)
-        del images
+            for image in reversed(self._images_from(view)):  # the oldest image holding a key wins
+                at_view.update(image)
         changed = pa.array(list(at_view), pa.binary()) if at_view else None
         for keys, values in frozen.arrow_batches(rows):
             if changed is not None:
@@ -310,8 +308,8 @@ class VersionedMap:
     # ---- accounting ------------------------------------------------------------------------------
     def memory_used_bytes(self) -> int:
         """Estimate: the live table's own (see its `memory_bytes`), plus per-object overheads measured at
-        import (sys.getsizeof) for the before images (their old values are kept alive only by them; including dropped ones not
-        yet freed) and the prefix index."""
+        import (sys.getsizeof) for the before images (their old values are kept alive only by them;
+        including dropped ones not yet freed) and the prefix index."""
         with self._lock:
             n = len(self._live)
             total = self._live.memory_bytes()
