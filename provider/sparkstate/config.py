@@ -85,11 +85,27 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "a path or command"),
     Declaration("workerStartTimeoutMs", "worker_start_timeout_ms", 60000, _int_at_least(1000),
                 "How long an executor waits for a new Python worker to register.", "an integer >= 1000"),
+    Declaration("workerHeartbeatTimeoutMs", "worker_heartbeat_timeout_ms", 30000, _int_at_least(1000),
+                "A worker process whose heartbeat (a thread that beats every tenth of this, at most every "
+                "second) stops this long is hung: stopped, frozen, or stuck in native code holding the "
+                "interpreter lock. The executor kills it, and the task it serves fails with the call, the store "
+                "and the worker's stderr (its Python stacks); Spark retries the task on a fresh worker.",
+                "an integer >= 1000"),
+    Declaration("workerStallTimeoutMs", "worker_stall_timeout_ms", 600000, _int_at_least(1000),
+                "A call during which a live worker reports no progress this long (no frame handled, no byte "
+                "moved, no record restored or written) is stuck, e.g. deadlocked; the worker is killed as a "
+                "hung one. Busy is not stuck: a long restore or a throttled upload keeps reporting progress.",
+                "an integer >= 1000"),
     Declaration("maxWorkers", "max_workers", None, _int_at_least(1),
                 "Python worker processes an executor may run (shm, socket and py4j transports). Beyond one per "
                 "running task, extra workers keep each store on the worker that holds it; with fewer, a "
                 "partition whose task lands on another worker is restored there from the checkpoint. "
                 "Unset: twice the executor JVM's available processors.", "an integer >= 1"),
+    Declaration("shmDir", "shm_dir", None, _text,
+                "Directory for the shared-memory segments of transport shm (a 2 MiB file per worker "
+                "connection, deleted once mapped). Unset: /dev/shm when writable, else the JVM's temp "
+                "directory. A segment that cannot be created there falls back to the socket with a warning.",
+                "a local directory path"),
     Declaration("localDir", "local_dir", None, _text,
                 "Directory for the workers' local working copies (live databases, file cache). "
                 "Unset: the system temp directory.", "a local directory path"),
@@ -152,7 +168,10 @@ class Settings:
     transport: str = "shm"
     python_exec: str | None = None
     worker_start_timeout_ms: int = 60000
+    worker_heartbeat_timeout_ms: int = 30000
+    worker_stall_timeout_ms: int = 600000
     max_workers: int | None = None
+    shm_dir: str | None = None
     local_dir: str | None = None
     rocksdb_block_cache_mb: int = 32
     rocksdb_write_buffer_mb: int = 64

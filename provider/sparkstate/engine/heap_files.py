@@ -33,6 +33,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
+from .. import liveness
 from ..errors import CorruptCheckpointError
 
 KIND_DELTA = "heap-delta"
@@ -121,6 +122,7 @@ class StreamingWriter:
         if len(keys):
             self._writer.write_batch(_arrays_batch(keys, values))
             self.rows += len(keys)
+            liveness.tick()
 
     def close(self) -> None:
         try:
@@ -225,6 +227,7 @@ def read(path: str, kind: str, version: int, source: str) -> Iterator[tuple[list
                                      f"{'file' if fmt == '1' else 'stream'}")
     try:
         for b in batches:
+            liveness.tick()  # a long restore is progress, not a hang (worker heartbeat)
             yield b.column(1).to_pylist(), b.column(2).to_pylist()
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptCheckpointError(f"heap checkpoint file {source} is truncated or corrupt: {e}") from None

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import uuid
 from typing import Iterable
 
+from .. import liveness
 from .fileio import FileInfo, FileIO, register_scheme
 
 _CHUNK = 1 << 20
@@ -156,7 +156,9 @@ class LocalFileIO(FileIO):
         tmp = _tmp_sibling(dst)
         try:
             with open(src, "rb") as fin, open(tmp, "wb") as fout:
-                shutil.copyfileobj(fin, fout, _CHUNK)
+                while chunk := fin.read(_CHUNK):
+                    fout.write(chunk)
+                    liveness.tick()  # a large copy is progress, not a hang (worker heartbeat)
                 fout.flush()
                 os.fsync(fout.fileno())
             os.replace(tmp, dst)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
+from .. import liveness
 from ..errors import ConfigError, StorageError
 from .fileio import FileInfo, FileIO, register_scheme
 
@@ -131,6 +132,11 @@ def _error_code(e: BaseException) -> str:
     return str(resp.get("Error", {}).get("Code", "")) or str(resp.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
 
 
+
+def _progress(_bytes: int) -> None:
+    """boto3 transfer callback: bytes moving count as progress for the worker's watchdog."""
+    liveness.tick()
+
 class S3FileIO(FileIO):
     def __init__(self, options: S3Options | None = None) -> None:
         self.options = options or S3Options()
@@ -196,14 +202,14 @@ class S3FileIO(FileIO):
     def upload_file(self, local_path: str, path: str) -> None:
         bucket, key = split_uri(path)
         try:
-            self.client.upload_file(local_path, bucket, key, Config=self._transfer_config())
+            self.client.upload_file(local_path, bucket, key, Config=self._transfer_config(), Callback=_progress)
         except Exception as e:  # noqa: BLE001
             raise self._fail("upload", path, e) from None
 
     def download_file(self, path: str, local_path: str) -> None:
         bucket, key = split_uri(path)
         try:
-            self.client.download_file(bucket, key, local_path, Config=self._transfer_config())
+            self.client.download_file(bucket, key, local_path, Config=self._transfer_config(), Callback=_progress)
         except Exception as e:  # noqa: BLE001
             raise self._fail("download", path, e) from None
 

@@ -4,13 +4,17 @@ Environment (set by the shim; the secret is never on the command line):
   SPARKSTATE_GATEWAY_PORT    loopback port of the py4j GatewayServer the JVM made for this worker
   SPARKSTATE_GATEWAY_SECRET  its auth token
   SPARKSTATE_WORKER_ID       the id the JVM knows this worker by
-  SPARKSTATE_SOCKET_DIR      private (0700) directory for the data socket
+  SPARKSTATE_SOCKET_DIR      private (0700) directory for the data socket and the heartbeat file
+  SPARKSTATE_HEARTBEAT_INTERVAL_MS  how often to beat (worker/heartbeat.py)
 The worker exits when stdin reaches EOF: the JVM holds the other end, so the worker dies with it, also
-after kill -9.
+after kill -9. SIGUSR1 makes it write every thread's Python stack to stderr (the shim asks for that
+before it kills a hung worker, so the task's error shows where it hung).
 """
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import sys
 import threading
 
@@ -47,6 +51,9 @@ def main() -> None:
     on_exit: list = []
     threading.Thread(target=_exit_when_parent_goes, args=(sys.stdin.fileno(), on_exit),
                      name="sparkstate-parent-watch", daemon=True).start()
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    from .heartbeat import start_from_env
+    start_from_env(socket_dir)
 
     # Imported after the watcher so a slow import never outlives the JVM.
     from py4j.java_gateway import CallbackServerParameters, GatewayParameters, JavaGateway

@@ -111,6 +111,13 @@ class WorkerControl:
         return response if response is not None else b""
 
     @_reported
+    def drainData(self, timeout_ms: int) -> str:
+        """Wait until every data connection open now has ended (the JVM abandoned them mid-request and
+        closed them), so none of their frames can reach a store after this returns."""
+        from .data_server import await_connections_closed
+        return json.dumps({"drained": await_connections_closed(int(timeout_ms) / 1000.0)})
+
+    @_reported
     def shutdown(self) -> None:
         threading.Thread(target=self._on_shutdown, daemon=True).start()
 

@@ -23,6 +23,7 @@ final class EmbeddedDataChannel extends FramedDataChannel {
   private boolean dirty;
 
   private EmbeddedDataChannel(EmbeddedPython python, int channelId, ByteBuffer out, ByteBuffer in) {
+    super(CallTracker.NONE); // no process to watch: a call into the embedded interpreter runs on this thread
     this.python = python;
     this.channelId = channelId;
     this.pump = ThreadLocal.withInitial(() -> python.callable(MODULE + "channels[" + channelId + "].pump"));

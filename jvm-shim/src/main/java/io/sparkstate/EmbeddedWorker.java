@@ -173,6 +173,11 @@ final class EmbeddedWorker extends Worker {
     }
 
     @Override
+    public String drainData(long timeoutMs) {
+      return "{\"drained\": true}"; // embedded frames are handed over by synchronous calls: none is abandoned
+    }
+
+    @Override
     public void shutdown() {
       kill();
     }

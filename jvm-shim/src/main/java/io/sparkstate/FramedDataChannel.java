@@ -39,6 +39,12 @@ abstract class FramedDataChannel implements DataChannel {
 
   private final Map<Integer, PendingBatch> pending = new LinkedHashMap<>();
   private int pendingBytes;
+  /** Told of every call that waits on the worker, so a hung one can be named (see {@link Worker}). */
+  private final CallTracker tracker;
+
+  protected FramedDataChannel(CallTracker tracker) {
+    this.tracker = tracker;
+  }
 
   protected abstract ByteBuffer beginFrame(int frameBytes);
 
@@ -64,7 +70,12 @@ abstract class FramedDataChannel implements DataChannel {
     batch.dataBytes += bytes;
     pendingBytes += bytes;
     if (pendingBytes >= Frames.FLUSH_BYTES) {
-      flushBatches();
+      tracker.beginCall("BATCH", handle);
+      try {
+        flushBatches();
+      } finally {
+        tracker.endCall();
+      }
     }
   }
 
@@ -101,45 +112,73 @@ abstract class FramedDataChannel implements DataChannel {
 
   @Override
   public synchronized byte[] get(int handle, byte[] key) {
-    Reply reply = request(Frames.GET, handle, key);
-    int len = reply.readInt();
-    if (len == Frames.ABSENT) {
+    tracker.beginCall("GET", handle);
+    try {
+      Reply reply = request(Frames.GET, handle, key);
+      int len = reply.readInt();
+      if (len == Frames.ABSENT) {
+        reply.finish();
+        return null;
+      }
+      checkNotError(len, reply);
+      if (len < 0) {
+        throw new DataChannelException("malformed GET response: length " + len, true, null);
+      }
+      byte[] value = new byte[len];
+      reply.readFully(value, 0, len);
       reply.finish();
-      return null;
+      return value;
+    } finally {
+      tracker.endCall();
     }
-    checkNotError(len, reply);
-    byte[] value = new byte[len];
-    reply.readFully(value, 0, len);
-    reply.finish();
-    return value;
   }
 
   @Override
   public synchronized ScanChunk scanOpen(int handle, byte[] prefix) {
-    return readChunk(request(Frames.SCAN_OPEN, handle, prefix));
+    tracker.beginCall("SCAN_OPEN", handle);
+    try {
+      return readChunk(request(Frames.SCAN_OPEN, handle, prefix));
+    } finally {
+      tracker.endCall();
+    }
   }
 
   @Override
   public synchronized ScanChunk scanNext(int handle, int cursor) {
-    return readChunk(request(Frames.SCAN_NEXT, handle, intPayload(cursor)));
+    tracker.beginCall("SCAN_NEXT", handle);
+    try {
+      return readChunk(request(Frames.SCAN_NEXT, handle, intPayload(cursor)));
+    } finally {
+      tracker.endCall();
+    }
   }
 
   @Override
   public synchronized void scanClose(int handle, int cursor) {
-    ByteBuffer out = beginFrame(Frames.HEADER_BYTES + 4);
-    Frames.header(out, Frames.SCAN_CLOSE, handle, 4);
-    out.putInt(cursor);
-    endAsyncFrame();
+    tracker.beginCall("SCAN_CLOSE", handle);
+    try {
+      ByteBuffer out = beginFrame(Frames.HEADER_BYTES + 4);
+      Frames.header(out, Frames.SCAN_CLOSE, handle, 4);
+      out.putInt(cursor);
+      endAsyncFrame();
+    } finally {
+      tracker.endCall();
+    }
   }
 
   @Override
   public synchronized void sync(int handle) {
-    Reply reply = request(Frames.SYNC, handle, new byte[0]);
-    int status = reply.readInt();
-    checkNotError(status, reply);
-    reply.finish();
-    if (status != 0) {
-      throw new DataChannelException("unexpected SYNC response " + status, true, null);
+    tracker.beginCall("SYNC", handle);
+    try {
+      Reply reply = request(Frames.SYNC, handle, new byte[0]);
+      int status = reply.readInt();
+      checkNotError(status, reply);
+      reply.finish();
+      if (status != 0) {
+        throw new DataChannelException("unexpected SYNC response " + status, true, null);
+      }
+    } finally {
+      tracker.endCall();
     }
   }
 
@@ -188,6 +227,11 @@ abstract class FramedDataChannel implements DataChannel {
       valueLengths[i] = reply.readInt();
       total += valueLengths[i];
     }
+    for (int i = 0; i < n; i++) {
+      if (keyLengths[i] < 0 || valueLengths[i] < 0) {
+        throw new DataChannelException("malformed scan chunk: row " + i + " has a negative length", true, null);
+      }
+    }
     if (total > Integer.MAX_VALUE - 16) {
       throw new DataChannelException("scan chunk too large: " + total + " bytes", true, null);
     }
@@ -197,11 +241,16 @@ abstract class FramedDataChannel implements DataChannel {
     return new ScanChunk(n, done, cursor, keyLengths, valueLengths, data);
   }
 
+  private static final int MAX_ERROR_BYTES = 16 << 20;
+
   private static void checkNotError(int first, Reply reply) {
     if (first != Frames.ERROR) {
       return;
     }
     int len = reply.readInt();
+    if (len < 0 || len > MAX_ERROR_BYTES) {
+      throw new DataChannelException("malformed error response: message length " + len, true, null);
+    }
     byte[] msg = new byte[len];
     reply.readFully(msg, 0, len);
     reply.finish();

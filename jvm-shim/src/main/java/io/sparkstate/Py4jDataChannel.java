@@ -13,7 +13,8 @@ final class Py4jDataChannel extends FramedDataChannel {
   private ByteBuffer frame;
   private boolean dirty;
 
-  Py4jDataChannel(WorkerControl control) {
+  Py4jDataChannel(WorkerControl control, CallTracker tracker) {
+    super(tracker);
     this.control = control;
   }
 

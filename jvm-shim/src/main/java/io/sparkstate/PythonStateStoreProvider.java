@@ -9,6 +9,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.TaskContext;
+import org.apache.spark.TaskKilledException;
 import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.PrefixKeyScanStateEncoderSpec;
@@ -373,8 +375,18 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
    * both name the store and carry the original message.
    */
   RuntimeException failure(String action, long version, Worker worker, RuntimeException e) {
-    if (e instanceof PythonStoreException) {
+    if (e instanceof PythonStoreException || e instanceof TaskKilledException) {
       return e;
+    }
+    if (e instanceof DataChannelException && ((DataChannelException) e).isInterrupted()) {
+      // A cancelled task, not a dead worker: the lease resets the channel and drains the worker when the
+      // task ends (WorkerLease#release), and the worker keeps its other stores.
+      TaskContext task = TaskContext.get();
+      if (task != null && task.isInterrupted()) {
+        return new TaskKilledException(task.getKillReason().getOrElse(() -> "interrupted in " + action + " of "
+            + describe(version)));
+      }
+      return new PythonStoreException(describe(version) + ": cannot " + action + ": " + e.getMessage(), e);
     }
     if (e instanceof WorkerFailedException) { // raised below the store (pool, channel): add the store's name
       String msg = String.valueOf(e.getMessage());

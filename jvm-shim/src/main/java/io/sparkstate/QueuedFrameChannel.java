@@ -9,6 +9,10 @@ import java.nio.ByteOrder;
  * after a few puts is one hand-over.
  */
 abstract class QueuedFrameChannel extends FramedDataChannel {
+  protected QueuedFrameChannel(CallTracker tracker) {
+    super(tracker);
+  }
+
   private ByteBuffer out = ByteBuffer.allocateDirect(2 * Frames.FLUSH_BYTES).order(ByteOrder.LITTLE_ENDIAN);
 
   /** Hands the queued frames (position to limit of {@code queued}) to the worker. */

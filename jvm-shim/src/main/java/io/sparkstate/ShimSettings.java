@@ -18,6 +18,9 @@ final class ShimSettings {
   static final String TRANSPORT = PREFIX + "transport";
   static final String START_TIMEOUT = PREFIX + "workerStartTimeoutMs";
   static final String MAX_WORKERS = PREFIX + "maxWorkers";
+  static final String HEARTBEAT_TIMEOUT = PREFIX + "workerHeartbeatTimeoutMs";
+  static final String STALL_TIMEOUT = PREFIX + "workerStallTimeoutMs";
+  static final String SHM_DIR = PREFIX + "shmDir";
   static final String EMBEDDED = "embedded";
   static final String SHM = "shm";
 
@@ -27,14 +30,23 @@ final class ShimSettings {
   final long workerStartTimeoutMs;
   /** Worker processes the pool may grow to, to keep stores on their workers (WorkerPool). */
   final int maxWorkers;
+  /** A worker process whose heartbeat stops this long is hung and killed (WorkerWatchdog). */
+  final long heartbeatTimeoutMs;
+  /** A call during which the worker reports no progress this long is stuck; the worker is killed. */
+  final long stallTimeoutMs;
+  /** Where shm segments are created; null: /dev/shm when writable, else java.io.tmpdir. */
+  final String shmDir;
 
   private ShimSettings(Map<String, String> all, String pythonExec, String transport, long timeoutMs,
-      int maxWorkers) {
+      int maxWorkers, long heartbeatTimeoutMs, long stallTimeoutMs, String shmDir) {
     this.all = all;
     this.pythonExec = pythonExec;
     this.transport = transport;
     this.workerStartTimeoutMs = timeoutMs;
     this.maxWorkers = maxWorkers;
+    this.heartbeatTimeoutMs = heartbeatTimeoutMs;
+    this.stallTimeoutMs = stallTimeoutMs;
+    this.shmDir = shmDir;
   }
 
   static ShimSettings from(StateStoreConf conf) {
@@ -53,7 +65,11 @@ final class ShimSettings {
     long timeout = intAtLeast(all, START_TIMEOUT, 60000, 1000);
     int maxWorkers = (int) Math.min(Integer.MAX_VALUE,
         intAtLeast(all, MAX_WORKERS, 2L * Runtime.getRuntime().availableProcessors(), 1));
-    return new ShimSettings(all, resolvePythonExec(all.get(PYTHON_EXEC)), transport, timeout, maxWorkers);
+    long heartbeat = intAtLeast(all, HEARTBEAT_TIMEOUT, 30000, 1000);
+    long stall = intAtLeast(all, STALL_TIMEOUT, 600000, 1000);
+    String shmDir = all.get(SHM_DIR);
+    return new ShimSettings(all, resolvePythonExec(all.get(PYTHON_EXEC)), transport, timeout, maxWorkers, heartbeat,
+        stall, shmDir == null || shmDir.isBlank() ? null : shmDir.trim());
   }
 
   /** The integer value of {@code key}, or {@code dflt} if unset; not a number or below {@code min}: an error. */

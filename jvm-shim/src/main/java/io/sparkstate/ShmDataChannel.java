@@ -8,6 +8,7 @@ import java.net.UnixDomainSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.MappedByteBuffer;
+import java.nio.channels.ClosedByInterruptException;
 import java.nio.channels.FileChannel;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
@@ -26,9 +27,14 @@ import java.util.function.BooleanSupplier;
  *
  * <p>Each publish copies the queued frames into the request area and bumps the request seq; the worker
  * answers every publish by setting the response seq. While we wait we yield the CPU (to the worker, when it
- * runs on the same CPU), then park in growing steps, checking that the worker process is alive. A worker
- * that went to sleep is woken by a byte on the socket, which otherwise only carried the attach handshake.
- * The segment file is deleted as soon as both sides have mapped it, so nothing is left behind.
+ * runs on the same CPU), then park in growing steps, checking that the worker process is alive and that
+ * it has not closed the socket (its data thread ended). A worker that went to sleep is woken by a byte on
+ * the socket, which otherwise only carried the attach handshake. The segment file is deleted as soon as
+ * both sides have mapped it, so nothing is left behind.
+ *
+ * <p>An interrupted task thread does not abandon a request: it keeps waiting for the answer (a hung
+ * worker is killed by {@link WorkerWatchdog}, which ends the wait) and returns with its interrupt flag
+ * set, so the channel stays clean and Spark's own checks end the task.
  */
 final class ShmDataChannel extends QueuedFrameChannel {
   static final int HEADER_BYTES = 4096;
@@ -55,6 +61,7 @@ final class ShmDataChannel extends QueuedFrameChannel {
 
   private final String socketPath;
   private final SocketChannel socket;
+  private final ByteBuffer eofProbe = ByteBuffer.allocate(64);
   private final MappedByteBuffer segment;
   private final BooleanSupplier workerAlive;
   private final ByteBuffer doorbell = ByteBuffer.allocateDirect(1);
@@ -66,7 +73,8 @@ final class ShmDataChannel extends QueuedFrameChannel {
   private boolean dirty;
 
   private ShmDataChannel(String socketPath, SocketChannel socket, MappedByteBuffer segment,
-      BooleanSupplier workerAlive) {
+      BooleanSupplier workerAlive, CallTracker tracker) {
+    super(tracker);
     this.socketPath = socketPath;
     this.socket = socket;
     this.segment = segment;
@@ -89,25 +97,28 @@ final class ShmDataChannel extends QueuedFrameChannel {
   }
 
   /** Connects to the worker's data socket and moves the connection to a new shared-memory segment. */
-  static ShmDataChannel attach(String socketPath, BooleanSupplier workerAlive) throws SegmentUnavailable {
+  static ShmDataChannel attach(String socketPath, String shmDir, BooleanSupplier workerAlive, CallTracker tracker)
+      throws SegmentUnavailable {
     Path dir = null;
     Path file = null;
     SocketChannel socket = null;
+    Path base = segmentBase(shmDir);
     try {
       MappedByteBuffer segment;
       try {
-        dir = Files.createTempDirectory(segmentBase(), "sparkstate-shm-",
+        dir = Files.createTempDirectory(base, "sparkstate-shm-",
             PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
         file = dir.resolve("segment");
         segment = createSegment(file);
       } catch (IOException | RuntimeException e) {
         throw new SegmentUnavailable("cannot create a " + (HEADER_BYTES + 2L * CAPACITY) + "-byte shared-memory "
-            + "segment in " + segmentBase() + ": " + e, e);
+            + "segment in " + base + ": " + e, e);
       }
       socket = SocketChannel.open(StandardProtocolFamily.UNIX);
       socket.connect(UnixDomainSocketAddress.of(socketPath));
       handshake(socket, file.toString());
-      return new ShmDataChannel(socketPath, socket, segment, workerAlive);
+      socket.configureBlocking(false); // from now on it carries only doorbells out and EOF in
+      return new ShmDataChannel(socketPath, socket, segment, workerAlive, tracker);
     } catch (IOException | RuntimeException e) {
       if (socket != null) {
         try {
@@ -146,8 +157,14 @@ final class ShmDataChannel extends QueuedFrameChannel {
     }
   }
 
-  /** tmpfs when the machine has it (the segment never touches a disk), else the JVM's temp directory. */
-  private static Path segmentBase() {
+  /**
+   * The configured directory ({@code shmDir}); else tmpfs when the machine has it (the segment never
+   * touches a disk), else the JVM's temp directory.
+   */
+  private static Path segmentBase(String configured) {
+    if (configured != null) {
+      return Paths.get(configured);
+    }
     Path shm = Paths.get("/dev/shm");
     return Files.isDirectory(shm) && Files.isWritable(shm) ? shm : Paths.get(System.getProperty("java.io.tmpdir"));
   }
@@ -245,15 +262,26 @@ final class ShmDataChannel extends QueuedFrameChannel {
   }
 
   private void ringDoorbell() {
+    boolean interrupted = Thread.interrupted(); // an NIO write with the flag set would close the socket
     try {
       doorbell.clear();
-      socket.write(doorbell);
+      socket.write(doorbell); // non-blocking: a full buffer means the worker is awake anyway
+    } catch (ClosedByInterruptException e) {
+      interrupted = true;
+      throw interruptedFailure(e);
     } catch (IOException e) {
       throw failure("wake the worker through", e);
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
     }
   }
 
-  /** Waits until the worker has answered the last publish. */
+  /**
+   * Waits until the worker has answered the last publish. Interrupts are remembered, not obeyed (see the
+   * class comment); the wait ends when the answer arrives or the worker is gone.
+   */
   private void awaitAnswer() {
     if (!awaiting) {
       return;
@@ -261,28 +289,60 @@ final class ShmDataChannel extends QueuedFrameChannel {
     long start = System.nanoTime();
     long park = 10_000;
     int spins = 0;
-    while ((long) LONGS.getAcquire(segment, RESP_SEQ) != seq) {
-      if (++spins < 64 || System.nanoTime() - start < SPIN_NANOS) {
-        Thread.yield();
-      } else {
-        if (!workerAlive.getAsBoolean() || !socket.isOpen()) {
-          throw failure("wait for", new IOException("the worker process is gone"));
+    boolean interrupted = false;
+    try {
+      while ((long) LONGS.getAcquire(segment, RESP_SEQ) != seq) {
+        interrupted |= Thread.interrupted(); // cleared, or parkNanos would return at once
+        if (++spins < 64 || System.nanoTime() - start < SPIN_NANOS) {
+          Thread.yield();
+        } else {
+          if (!workerAlive.getAsBoolean() || !socket.isOpen()) {
+            throw failure("wait for", new IOException("the worker process is gone"));
+          }
+          if (peerClosed()) {
+            throw failure("wait for", new IOException("the worker closed the connection without answering "
+                + "(its data thread ended; see its stderr)"));
+          }
+          LockSupport.parkNanos(park);
+          park = Math.min(2 * park, MAX_PARK_NANOS);
         }
-        LockSupport.parkNanos(park);
-        park = Math.min(2 * park, MAX_PARK_NANOS);
       }
-      if (Thread.interrupted()) {
+    } finally {
+      if (interrupted) {
         Thread.currentThread().interrupt();
-        throw failure("wait for", new IOException("interrupted while waiting for the worker"));
       }
     }
     awaiting = false;
+  }
+
+  /** Whether the worker closed its end of the socket (never written to after the attach, so EOF is all). */
+  private boolean peerClosed() {
+    boolean interrupted = Thread.interrupted();
+    try {
+      eofProbe.clear();
+      return socket.read(eofProbe) < 0;
+    } catch (ClosedByInterruptException e) {
+      interrupted = true;
+      throw interruptedFailure(e);
+    } catch (IOException e) {
+      return true;
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
   }
 
   private DataChannelException failure(String what, IOException e) {
     dirty = true;
     return new DataChannelException("cannot " + what + " worker shared-memory channel (" + socketPath + "): "
         + e.getMessage(), true, e);
+  }
+
+  private DataChannelException interruptedFailure(IOException e) {
+    dirty = true;
+    return DataChannelException.interrupted("interrupted while using the shared-memory channel of worker socket "
+        + socketPath + " (the channel is reset; the worker is fine)", e);
   }
 
   /** The response of the last sync frame: the piece in the segment, then the pieces asked for with CONTINUE. */

@@ -5,12 +5,17 @@ import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.channels.ClosedByInterruptException;
 import java.nio.channels.SocketChannel;
 
 /**
  * Transport {@code socket} (and the fallback of {@code shm}): frames over the worker's Unix domain socket
  * ({@code <socketDir>/data.sock}), through direct buffers, so a get after a few puts is a single write
  * plus a single read.
+ *
+ * <p>NIO closes a socket under a thread interrupted while it blocks on it: the exchange is then abandoned
+ * (the channel is dirty, the error says interrupted, not worker failure) and the lease drains the worker
+ * before anyone else uses it (Worker#resetChannelIfDirty).
  */
 final class SocketDataChannel extends QueuedFrameChannel {
   private static final int READ_BUFFER_BYTES = 64 * 1024;
@@ -21,16 +26,17 @@ final class SocketDataChannel extends QueuedFrameChannel {
   /** A sync frame was sent and its response is not fully read, or a write failed halfway. */
   private boolean dirty;
 
-  private SocketDataChannel(String socketPath, SocketChannel channel) {
+  private SocketDataChannel(String socketPath, SocketChannel channel, CallTracker tracker) {
+    super(tracker);
     this.socketPath = socketPath;
     this.channel = channel;
   }
 
-  static SocketDataChannel connect(String socketPath) {
+  static SocketDataChannel connect(String socketPath, CallTracker tracker) {
     try {
       SocketChannel ch = SocketChannel.open(StandardProtocolFamily.UNIX);
       ch.connect(UnixDomainSocketAddress.of(socketPath));
-      return new SocketDataChannel(socketPath, ch);
+      return new SocketDataChannel(socketPath, ch, tracker);
     } catch (IOException | RuntimeException e) {
       throw new DataChannelException("cannot connect to worker data socket " + socketPath + ": " + e, true, e);
     }
@@ -58,6 +64,10 @@ final class SocketDataChannel extends QueuedFrameChannel {
 
   private DataChannelException failure(String what, IOException e) {
     dirty = true;
+    if (e instanceof ClosedByInterruptException) {
+      return DataChannelException.interrupted("interrupted while waiting to " + what + " worker data socket "
+          + socketPath + " (the channel is reset; the worker is fine)", e);
+    }
     return new DataChannelException("cannot " + what + " worker data socket " + socketPath + ": " + e, true, e);
   }
 

@@ -5,11 +5,16 @@ import org.slf4j.LoggerFactory;
 
 /**
  * What a task leases: something that holds opened stores and answers control calls and data frames for
- * them. {@link WorkerProcess} is a separate Python process (transports socket and py4j);
+ * them. {@link WorkerProcess} is a separate Python process (transports shm, socket and py4j);
  * {@link EmbeddedWorker} is a store registry inside the executor's embedded interpreter (transport
  * embedded). Stores never see the difference.
+ *
+ * <p>Every call that waits on the worker (a control call, a synchronous data frame, a flush that may
+ * block) is bracketed by {@link #beginCall}/{@link #endCall}, so {@link WorkerWatchdog} can tell which
+ * call a hung worker was serving and for how long. One task uses a worker at a time, so at most one call
+ * is in flight; the fields are volatile because the watchdog reads them from its own thread.
  */
-abstract class Worker {
+abstract class Worker implements CallTracker {
   private static final Logger LOG = LoggerFactory.getLogger(Worker.class);
 
   final String id;
@@ -31,13 +36,47 @@ abstract class Worker {
   /** Why the worker is dead, or null while it is usable. */
   protected volatile String deathReason;
   private DataChannel channel; // guarded by this
+  private final WorkerControl trackedControl = TrackedControl.wrap(this, this::controlObject);
 
-  /** The control calls; refused once the worker is dead. */
+  // The call in flight (see the class comment): written by the calling task thread, read by the watchdog.
+  private volatile String callOp;
+  private volatile int callHandle;
+  private volatile long callSinceNanos; // 0: no call in flight
+
+  @Override
+  public final void beginCall(String op, int handle) {
+    callOp = op;
+    callHandle = handle;
+    callSinceNanos = System.nanoTime() | 1; // never 0 while a call is in flight
+  }
+
+  @Override
+  public final void endCall() {
+    callSinceNanos = 0;
+  }
+
+  /** When the call in flight started ({@link System#nanoTime}), or 0 when the worker is idle. */
+  final long callSinceNanos() {
+    return callSinceNanos;
+  }
+
+  /** Names the call in flight for an error message, e.g. "load of store handle 3 (in flight for 31.2 s)". */
+  final String describeCall(long nowNanos) {
+    long since = callSinceNanos;
+    if (since == 0) {
+      return "no call in flight";
+    }
+    int handle = callHandle;
+    return callOp + (handle >= 0 ? " of store handle " + handle : "") + " (in flight for "
+        + String.format(java.util.Locale.ROOT, "%.1f s", (nowNanos - since) / 1e9) + ")";
+  }
+
+  /** The control calls, each tracked as the call in flight; refused once the worker is dead. */
   final WorkerControl control() {
     if (deathReason != null) {
       throw failure("use the worker", null);
     }
-    return controlObject();
+    return trackedControl;
   }
 
   /** The data channel, connected on first use and after a reset. */
@@ -51,11 +90,20 @@ abstract class Worker {
     return channel;
   }
 
-  /** Drops a channel left in an unknown state (a frame or response cut off), so the next lease reconnects. */
-  final synchronized void resetChannelIfDirty() {
-    if (channel != null && channel.isDirty()) {
+  /**
+   * Drops a channel left in an unknown state (a frame or response cut off), so the next lease reconnects,
+   * and waits until the worker has finished with it ({@link #drainAbandonedConnections}).
+   */
+  final void resetChannelIfDirty() {
+    synchronized (this) {
+      if (channel == null || !channel.isDirty()) {
+        return;
+      }
       LOG.info("sparkstate {}: resetting its data channel", this);
       closeChannel();
+    }
+    if (deathReason == null) {
+      drainAbandonedConnections();
     }
   }
 
@@ -69,6 +117,13 @@ abstract class Worker {
   protected abstract WorkerControl controlObject();
 
   protected abstract DataChannel openChannel();
+
+  /**
+   * After a data connection was abandoned with a request in flight (a task interrupted mid-call), waits
+   * until the worker has finished with every connection it served, so no stale frame can reach a store
+   * after the next task loaded it. Transports whose calls cannot be abandoned need nothing.
+   */
+  void drainAbandonedConnections() {}
 
   abstract boolean isAlive();
 

@@ -37,5 +37,11 @@ public interface WorkerControl {
   /** One request frame in, its response bytes out (empty for async frames); used by transport=py4j. */
   byte[] data(byte[] frame);
 
+  /**
+   * Waits until every data connection the worker was serving has ended (the JVM closed them); returns
+   * {@code {"drained": true}}, or false when some connection is still busy after {@code timeoutMs}.
+   */
+  String drainData(long timeoutMs);
+
   void shutdown();
 }

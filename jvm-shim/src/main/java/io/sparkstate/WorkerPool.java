@@ -33,6 +33,7 @@ final class WorkerPool {
   private final AtomicLong nextId = new AtomicLong();
   private boolean shutdownHookAdded; // guarded by this
   private volatile boolean shuttingDown;
+  private final WorkerWatchdog watchdog = new WorkerWatchdog(this::snapshot);
 
   static WorkerPool get() {
     return INSTANCE;
@@ -104,6 +105,7 @@ final class WorkerPool {
     synchronized (this) {
       workers.add(started);
       busy.add(started);
+      watchdog.ensureRunning();
       if (!shutdownHookAdded) {
         shutdownHookAdded = true;
         Runtime.getRuntime().addShutdownHook(new Thread(this::killAll, "sparkstate-worker-shutdown"));
@@ -142,6 +144,11 @@ final class WorkerPool {
       storesHeld.remove(worker);
       worker.kill(); // stops its gateway and removes its private directory
     }
+  }
+
+  /** The workers of this JVM, for the watchdog. */
+  synchronized List<Worker> snapshot() {
+    return new ArrayList<>(workers);
   }
 
   boolean isShuttingDown() {

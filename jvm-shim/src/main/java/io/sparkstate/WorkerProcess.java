@@ -2,10 +2,15 @@ package io.sparkstate;
 
 import java.io.IOException;
 import java.net.InetAddress;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
 import java.util.ArrayList;
@@ -21,15 +26,30 @@ import py4j.GatewayServer;
 
 /**
  * One {@code python -m sparkstate.worker} process and everything tied to its life: its private py4j
- * gateway, its private directory (stderr log, data socket), its control proxy and its data channel.
- * Start-up follows docs/architecture.md §2. A worker is marked dead when its process exits or a transport
- * call fails, and is never used again.
+ * gateway, its private directory (stderr log, data socket, heartbeat file), its control proxy and its data
+ * channel. Start-up follows docs/architecture.md §2. A worker is marked dead when its process exits, a
+ * transport call fails, or {@link WorkerWatchdog} finds it hung or stuck; it is never used again.
+ *
+ * <p>Heartbeat file ({@code <dir>/heartbeat}, little-endian, written by the worker's heartbeat thread,
+ * read here): {@code i64 beats} at offset 0 (bumped every interval), {@code i64 progress} at offset 8
+ * (the worker's progress counter, sparkstate/liveness.py).
  */
 final class WorkerProcess extends Worker {
   private static final Logger LOG = LoggerFactory.getLogger(WorkerProcess.class);
-  private static final int STDERR_TAIL_LINES = 40;
+  /**
+   * Lines of the worker's stderr carried in an exception. Kept short on purpose: Spark matches a
+   * foreachBatch failure's whole message against a regular expression that recurses once per character
+   * (StreamExecution.PROXY_ERROR), and a message of a few thousand characters overflows the stream thread's
+   * stack and leaves the query hanging. The whole tail goes to the executor log instead.
+   */
+  private static final int EXCEPTION_TAIL_LINES = 15;
+  private static final int EXCEPTION_TAIL_LINE_CHARS = 160;
+  private static final int LOG_TAIL_LINES = 80;
   /** Unix socket paths are limited to 108 bytes; leave room for "/data.sock". */
   private static final int MAX_SOCKET_DIR_CHARS = 90;
+  private static final int HEARTBEAT_BYTES = 64;
+  /** How long a hung worker gets to write its Python stacks to stderr (SIGUSR1, faulthandler) before SIGKILL. */
+  private static final long STACK_DUMP_WAIT_MS = 500;
 
   private final Process process;
   private final GatewayServer gateway;
@@ -37,16 +57,26 @@ final class WorkerProcess extends Worker {
   private final WorkerControl control;
   private final String socketPath;
   private final long pid;
+  private final MappedByteBuffer heartbeat;
+  private final Liveness liveness;
+  private final String shmDir;
+  private final long stallTimeoutMs;
+  /** The stderr tail taken when the worker died (its private directory is deleted right after). */
+  private volatile String deathStderrTail;
 
-  private WorkerProcess(String id, String pythonExec, String transport, Process process, GatewayServer gateway,
-      Path dir, WorkerHandshake.Registration reg) {
-    super(id, pythonExec, transport);
+  private WorkerProcess(String id, ShimSettings settings, Process process, GatewayServer gateway, Path dir,
+      WorkerHandshake.Registration reg, MappedByteBuffer heartbeat) {
+    super(id, settings.pythonExec, settings.transport);
     this.process = process;
     this.gateway = gateway;
     this.dir = dir;
     this.control = reg.control;
     this.socketPath = reg.socketPath;
     this.pid = reg.pid;
+    this.heartbeat = heartbeat;
+    this.liveness = new Liveness(settings.heartbeatTimeoutMs, settings.stallTimeoutMs, System.nanoTime());
+    this.shmDir = settings.shmDir;
+    this.stallTimeoutMs = settings.stallTimeoutMs;
   }
 
   static WorkerProcess start(String id, ShimSettings settings) {
@@ -56,6 +86,14 @@ final class WorkerProcess extends Worker {
       dir = createPrivateDir();
     } catch (IOException e) {
       throw new WorkerFailedException("cannot create a private directory for sparkstate worker " + id + ": " + e, e);
+    }
+    MappedByteBuffer heartbeat;
+    try {
+      heartbeat = createHeartbeatFile(dir.resolve("heartbeat"));
+    } catch (IOException e) {
+      deletePrivateDir(dir);
+      throw new WorkerFailedException("cannot create the heartbeat file of sparkstate worker " + id + " in " + dir
+          + ": " + e, e);
     }
     String token = randomToken();
     WorkerHandshake handshake = new WorkerHandshake(id);
@@ -67,6 +105,7 @@ final class WorkerProcess extends Worker {
       pb.environment().put("SPARKSTATE_GATEWAY_SECRET", token);
       pb.environment().put("SPARKSTATE_WORKER_ID", id);
       pb.environment().put("SPARKSTATE_SOCKET_DIR", dir.toString());
+      pb.environment().put("SPARKSTATE_HEARTBEAT_INTERVAL_MS", Long.toString(heartbeatIntervalMs(settings)));
       pb.redirectInput(ProcessBuilder.Redirect.PIPE); // kept open: the worker exits on EOF
       pb.redirectErrorStream(true);
       pb.redirectOutput(ProcessBuilder.Redirect.appendTo(dir.resolve("stderr.log").toFile()));
@@ -78,7 +117,7 @@ final class WorkerProcess extends Worker {
       }
       WorkerHandshake.Registration reg = awaitRegistration(handshake, process, python, dir,
           settings.workerStartTimeoutMs);
-      WorkerProcess worker = new WorkerProcess(id, python, settings.transport, process, gateway, dir, reg);
+      WorkerProcess worker = new WorkerProcess(id, settings, process, gateway, dir, reg, heartbeat);
       process.onExit().thenRun(() -> worker.markDead("process exited with code " + worker.exitCodeText()));
       worker.logHello();
       return worker;
@@ -89,6 +128,21 @@ final class WorkerProcess extends Worker {
       gateway.shutdown();
       deletePrivateDir(dir); // the exception already holds the stderr tail
       throw e;
+    }
+  }
+
+  /** A tenth of the heartbeat timeout, between 50 ms and 1 s: a few missed beats never look like a hang. */
+  static long heartbeatIntervalMs(ShimSettings settings) {
+    return Math.max(50, Math.min(1000, settings.heartbeatTimeoutMs / 10));
+  }
+
+  private static MappedByteBuffer createHeartbeatFile(Path file) throws IOException {
+    try (FileChannel fc = FileChannel.open(file, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
+        StandardOpenOption.WRITE)) {
+      fc.write(ByteBuffer.allocate(HEARTBEAT_BYTES), 0);
+      MappedByteBuffer map = fc.map(FileChannel.MapMode.READ_ONLY, 0, HEARTBEAT_BYTES);
+      map.order(ByteOrder.LITTLE_ENDIAN);
+      return map;
     }
   }
 
@@ -154,12 +208,12 @@ final class WorkerProcess extends Worker {
           throw new WorkerFailedException("sparkstate worker exited before registering (interpreter '" + python
               + "', exit code " + process.exitValue() + "). Set " + ShimSettings.PYTHON_EXEC
               + " to a Python that has sparkstate installed. Worker stderr (" + dir.resolve("stderr.log")
-              + "):\n" + stderrTail(dir));
+              + "):\n" + exceptionTail(dir));
         }
         if (System.nanoTime() > deadline) {
           throw new WorkerFailedException("sparkstate worker did not register within " + timeoutMs
               + " ms (interpreter '" + python + "', see " + ShimSettings.START_TIMEOUT + "). Worker stderr:\n"
-              + stderrTail(dir));
+              + exceptionTail(dir));
         }
       } catch (ExecutionException e) {
         throw new WorkerFailedException("sparkstate worker registration failed: " + e.getCause(), e.getCause());
@@ -187,17 +241,17 @@ final class WorkerProcess extends Worker {
   @Override
   protected DataChannel openChannel() {
     if (transport.equals("py4j")) {
-      return new Py4jDataChannel(control);
+      return new Py4jDataChannel(control, this);
     }
     if (transport.equals(ShimSettings.SHM) && ShmDataChannel.supported()) {
       try {
-        return ShmDataChannel.attach(socketPath, this::isAlive);
+        return ShmDataChannel.attach(socketPath, shmDir, this::isAlive, this);
       } catch (ShmDataChannel.SegmentUnavailable e) {
         LOG.warn("sparkstate {}: {}; using the Unix socket for this channel instead (slower). Give /dev/shm "
             + "more room, or set {}=socket to silence this.", this, e.getMessage(), ShimSettings.TRANSPORT);
       }
     }
-    return SocketDataChannel.connect(socketPath);
+    return SocketDataChannel.connect(socketPath, this);
   }
 
   @Override
@@ -206,13 +260,103 @@ final class WorkerProcess extends Worker {
   }
 
   void markDead(String reason) {
-    if (deathReason == null) {
-      deathReason = reason;
-      if (WorkerPool.get().isShuttingDown()) {
+    synchronized (this) {
+      if (deathReason != null) {
         return;
       }
-      LOG.warn("sparkstate worker {} (pid {}) is dead: {}", id, pid, reason);
-      kill();
+      deathReason = reason;
+    }
+    if (WorkerPool.get().isShuttingDown()) {
+      return;
+    }
+    deathStderrTail = exceptionTail(dir);
+    LOG.warn("sparkstate worker {} (pid {}) is dead: {}. Its stderr ({}):\n{}", id, pid, reason,
+        dir.resolve("stderr.log"), stderrTail(dir, LOG_TAIL_LINES, Integer.MAX_VALUE));
+    kill();
+  }
+
+  Liveness liveness() {
+    return liveness;
+  }
+
+  /** The watchdog's check (see {@link Liveness}): null while the worker is live, else why it is not. */
+  String checkLiveness(long nowNanos) {
+    long beats = heartbeat.getLong(0);
+    long progress = heartbeat.getLong(8);
+    return liveness.check(nowNanos, beats, progress, callSinceNanos());
+  }
+
+  /**
+   * Kills a worker the watchdog found hung or stuck. Its Python stacks are dumped to its stderr first
+   * (SIGUSR1; the worker registers faulthandler for it) unless the process is stopped, so the error the
+   * task fails with shows where it hung.
+   */
+  void declareHung(String verdict, long nowNanos) {
+    String state = processState();
+    String reason = verdict + "; " + describeCall(nowNanos) + ("T".equals(state) || "t".equals(state)
+        ? "; the process is stopped (SIGSTOP or a debugger)" : "") + "; killed";
+    synchronized (this) {
+      if (deathReason != null) {
+        return;
+      }
+      deathReason = reason;
+    }
+    if (!"T".equals(state) && !"t".equals(state)) {
+      dumpStacks();
+    }
+    deathStderrTail = exceptionTail(dir);
+    LOG.warn("sparkstate worker {} (pid {}) is {}. Its stderr, with the Python stack of every thread ({}):\n{}",
+        id, pid, reason, dir.resolve("stderr.log"), stderrTail(dir, LOG_TAIL_LINES, Integer.MAX_VALUE));
+    process.destroyForcibly(); // SIGKILL also ends a stopped process
+    kill();
+  }
+
+  /** One letter of /proc/<pid>/stat (R, S, D, T...), or "" when it cannot be read. */
+  private String processState() {
+    try {
+      String stat = Files.readString(Paths.get("/proc", Long.toString(pid), "stat"));
+      String[] fields = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+      return fields[0];
+    } catch (IOException | RuntimeException e) {
+      return "";
+    }
+  }
+
+  private void dumpStacks() {
+    Path log = dir.resolve("stderr.log");
+    long before = log.toFile().length();
+    try {
+      new ProcessBuilder("kill", "-USR1", Long.toString(pid)).redirectErrorStream(true)
+          .redirectOutput(ProcessBuilder.Redirect.DISCARD).start().waitFor(1, TimeUnit.SECONDS);
+      long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(STACK_DUMP_WAIT_MS);
+      long size = before;
+      while (System.nanoTime() < deadline) { // the dump is written at once; wait until it stops growing
+        Thread.sleep(50);
+        long now = log.toFile().length();
+        if (now > before && now == size) {
+          break;
+        }
+        size = now;
+      }
+    } catch (IOException | RuntimeException e) {
+      LOG.debug("sparkstate worker {}: cannot ask for a stack dump", id, e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  @Override
+  void drainAbandonedConnections() {
+    if (transport.equals("py4j")) {
+      return; // py4j data calls are synchronous: none is ever abandoned
+    }
+    try {
+      boolean drained = Json.parse(control().drainData(stallTimeoutMs), "drainData").path("drained").asBoolean(false);
+      if (!drained) {
+        markDead("an abandoned data connection was still busy after " + stallTimeoutMs + " ms");
+      }
+    } catch (RuntimeException e) {
+      markDead("cannot drain abandoned data connections: " + e);
     }
   }
 
@@ -232,10 +376,11 @@ final class WorkerProcess extends Worker {
         Thread.currentThread().interrupt();
       }
     }
+    String tail = deathStderrTail != null ? deathStderrTail : exceptionTail(dir);
     return new WorkerFailedException("sparkstate worker " + id + " (pid " + pid + ", interpreter '" + pythonExec
         + "', exit code " + exitCodeText() + ") failed: cannot " + action + " (" + deathReason + ")"
         + (cause != null ? ": " + cause.getMessage() : "") + ". Worker stderr (" + dir.resolve("stderr.log")
-        + "):\n" + stderrTail(dir), cause);
+        + "):\n" + tail, cause);
   }
 
   private String exitCodeText() {
@@ -282,7 +427,47 @@ final class WorkerProcess extends Worker {
     }
   }
 
-  static String stderrTail(Path dir) {
+  /**
+   * The short stderr excerpt an exception carries (see {@link #EXCEPTION_TAIL_LINES}): after a stack dump,
+   * the stacks of the threads that were doing store work (where the worker hung), else the last lines.
+   */
+  static String exceptionTail(Path dir) {
+    String tail = stderrTail(dir, LOG_TAIL_LINES, Integer.MAX_VALUE);
+    String busy = busyThreadStacks(tail);
+    String excerpt = busy != null ? busy : lastLines(tail, EXCEPTION_TAIL_LINES);
+    return clip(excerpt) + "\n(the executor log has the whole stderr tail)";
+  }
+
+  /** Frames of a faulthandler dump that show store work, as opposed to a worker's idle threads. */
+  private static final java.util.regex.Pattern STORE_WORK =
+      java.util.regex.Pattern.compile("sparkstate/(engine|checkpoint|storage|rescaling)/|worker/(control|dispatcher)\\.py");
+
+  /** The thread blocks of a stack dump in {@code tail} that show store work (innermost frames), or null. */
+  static String busyThreadStacks(String tail) {
+    StringBuilder out = new StringBuilder();
+    for (String block : tail.split("\n\n")) {
+      String b = block.strip();
+      if ((b.startsWith("Thread 0x") || b.startsWith("Current thread 0x")) && STORE_WORK.matcher(b).find()) {
+        out.append(b.lines().limit(EXCEPTION_TAIL_LINES).collect(java.util.stream.Collectors.joining("\n")))
+            .append("\n");
+      }
+    }
+    return out.length() == 0 ? null : out.toString().stripTrailing();
+  }
+
+  private static String lastLines(String text, int n) {
+    List<String> lines = text.lines().collect(java.util.stream.Collectors.toList());
+    return String.join("\n", lines.subList(Math.max(0, lines.size() - n), lines.size()));
+  }
+
+  private static String clip(String text) {
+    StringBuilder out = new StringBuilder();
+    text.lines().limit(2L * EXCEPTION_TAIL_LINES).forEach(line -> out.append(line.length() <= EXCEPTION_TAIL_LINE_CHARS
+        ? line : line.substring(0, EXCEPTION_TAIL_LINE_CHARS) + "...").append('\n'));
+    return out.toString().stripTrailing();
+  }
+
+  static String stderrTail(Path dir, int maxLines, int maxLineChars) {
     Path log = dir.resolve("stderr.log");
     try (java.io.RandomAccessFile f = new java.io.RandomAccessFile(log.toFile(), "r")) {
       long start = Math.max(0, f.length() - 64 * 1024); // enough for 40 lines of a traceback
@@ -292,8 +477,8 @@ final class WorkerProcess extends Worker {
       String[] lines = new String(bytes, StandardCharsets.UTF_8).split("\n", -1);
       int end = lines.length > 0 && lines[lines.length - 1].isEmpty() ? lines.length - 1 : lines.length;
       List<String> tail = new ArrayList<>();
-      for (int i = Math.max(0, end - STDERR_TAIL_LINES); i < end; i++) {
-        tail.add(lines[i]);
+      for (int i = Math.max(0, end - maxLines); i < end; i++) {
+        tail.add(lines[i].length() <= maxLineChars ? lines[i] : lines[i].substring(0, maxLineChars) + "...");
       }
       return tail.isEmpty() ? "(empty)" : String.join("\n", tail);
     } catch (IOException | RuntimeException e) {
