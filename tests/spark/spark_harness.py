@@ -19,11 +19,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import StructType
+
+PREFIX = "spark.sql.streaming.stateStore.sparkstate."
 
 # Files get explicit, strictly increasing modification times so the file source picks them in the
 # order they were written (it orders by mtime; files written within one clock tick would tie).
@@ -211,3 +214,52 @@ def run_in_two_phases(
     source.add_all(files[split:])
     second = start()
     return first, second
+
+
+# ----------------------------------------------------------------------------------- a standard case
+
+class AggregationCase:
+    """A count and a sum per key over generated event files, into a foreachBatch sink: the workhorse of
+    the failure tests. `run(conf)` sets session confs for that run only (the session is shared)."""
+
+    def __init__(self, spark: SparkSession, tmp_path: Any, seed: int, n_files: int = 4, per_file: int = 40,
+                 n_keys: int = 10) -> None:
+        from datagen import EVENT_SCHEMA, random_events
+
+        self.spark = spark
+        self.source = InputDir(spark, str(tmp_path / "in"), EVENT_SCHEMA)
+        self.checkpoint = str(tmp_path / "ckpt")
+        self.files = random_events(seed=seed, n_files=n_files, per_file=per_file, n_keys=n_keys)
+        self.n_keys = n_keys
+        self.sink = BatchCollector()
+
+    def writer(self) -> DataStreamWriter:
+        agg = self.source.stream().groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("total"))
+        return self.sink.attach(agg.writeStream.outputMode("update"))
+
+    def run(self, conf: Mapping[str, str] | None = None) -> dict:
+        conf = dict(conf or {})
+        for key, value in conf.items():
+            self.spark.conf.set(key, value)
+        try:
+            return run_available_now(self.writer(), self.checkpoint)
+        finally:
+            for key in conf:
+                self.spark.conf.unset(key)
+
+    def failure_of_run(self, conf: Mapping[str, str] | None = None) -> str:
+        """The error of a run expected to fail (awaitTermination raises, or the harness reports it)."""
+        try:
+            self.run(conf)
+        except Exception as err:  # noqa: BLE001 - the failure is what the caller inspects
+            return str(err)
+        raise AssertionError("the run was expected to fail but succeeded")
+
+    def assert_matches_batch(self) -> None:
+        expected = self.source.batch().groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("total"))
+        assert_same_rows(self.sink.updated(["k"]), expected.collect(), min_rows=self.n_keys)
+
+    def store_dirs(self) -> list[str]:
+        import glob
+
+        return sorted(glob.glob(os.path.join(self.checkpoint, "state", "0", "*", "sparkstate")))

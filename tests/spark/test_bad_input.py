@@ -9,44 +9,12 @@ import glob
 import os
 
 import pytest
-from pyspark.sql import functions as F
 
 from conftest import selected_provider
-from datagen import EVENT_SCHEMA, random_events
-from spark_harness import BatchCollector, InputDir, assert_same_rows, run_available_now
+from spark_harness import PREFIX, AggregationCase
 
 pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's own errors")
 
-PREFIX = "spark.sql.streaming.stateStore.sparkstate."
-
-
-class AggregationCase:
-    def __init__(self, spark, tmp_path, seed, n_files=4):
-        self.spark = spark
-        self.source = InputDir(spark, str(tmp_path / "in"), EVENT_SCHEMA)
-        self.checkpoint = str(tmp_path / "ckpt")
-        self.files = random_events(seed=seed, n_files=n_files, per_file=40, n_keys=10)
-        self.sink = BatchCollector()
-
-    def writer(self):
-        agg = self.source.stream().groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("total"))
-        return self.sink.attach(agg.writeStream.outputMode("update"))
-
-    def run(self):
-        return run_available_now(self.writer(), self.checkpoint)
-
-    def failure_of_run(self) -> str:
-        # awaitTermination raises StreamingQueryException, or the harness reports query.exception()
-        with pytest.raises(Exception) as err:
-            self.run()
-        return str(err.value)
-
-    def assert_matches_batch(self):
-        expected = self.source.batch().groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("total"))
-        assert_same_rows(self.sink.updated(["k"]), expected.collect(), min_rows=10)
-
-    def store_dirs(self):
-        return sorted(glob.glob(os.path.join(self.checkpoint, "state", "0", "*", "sparkstate")))
 
 
 @pytest.fixture()

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import selected_provider
 from spark_harness import checkpoint_loads_per_batch
-from test_bad_input import PREFIX, AggregationCase
+from spark_harness import PREFIX, AggregationCase
 
 pytestmark = [pytest.mark.sparkstate_settings(transport="socket"),
               pytest.mark.skipif(selected_provider() != "sparkstate", reason="a sparkstate setting")]

@@ -1,0 +1,154 @@
+"""A worker that hangs, stalls or is cancelled never stalls a query, and a slow one is not killed.
+
+Faults are injected into the workers through `pythonExec` (fault_plugin.py): a SIGSTOP in the middle of
+a control call or of data calls, a slow commit, slow gets while the job is cancelled. Every query's
+result is compared with the same computation in batch. The session runs `local[2,4]` so Spark retries a
+failed task, and the heartbeat timeout is short so a hang is detected in seconds.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from conftest import selected_provider
+from datagen import EVENT_SCHEMA, random_events
+from fault_plugin import fault_python, fired
+from spark_harness import PREFIX, AggregationCase, InputDir, run_available_now
+
+HEARTBEAT_MS = 2000
+
+pytestmark = [
+    pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's worker processes"),
+    pytest.mark.spark_conf({"spark.master": "local[2,4]"}),
+    pytest.mark.sparkstate_settings(workerHeartbeatTimeoutMs=HEARTBEAT_MS),
+]
+
+BACKENDS = ["rocksdb", "heap"]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _wait_gone(pid: int, timeout_s: float = 10) -> bool:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if _gone(pid):
+            return True
+        time.sleep(0.1)
+    return _gone(pid)
+
+
+def _conf(backend: str, python: str) -> dict[str, str]:
+    return {PREFIX + "backend": backend, PREFIX + "pythonExec": python}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("call", ["load", "get"])
+def test_worker_stopped_mid_call_fails_the_task_and_the_retry_is_exact(spark, tmp_path, backend, call):
+    """SIGSTOP inside a control call (load) or a data call (get) of the second run's stores: the watchdog
+    kills the worker within the heartbeat timeout, the task is retried on a fresh worker."""
+    job = AggregationCase(spark, tmp_path, seed=31, per_file=60, n_keys=15)
+    job.source.add_all(job.files[0:2])
+    job.run({PREFIX + "backend": backend})
+    marker = str(tmp_path / "stop")
+    rule = {"target": f"sparkstate.engine.store:Store.{call}", "when": "version is not None and version >= 2",
+            "action": "sigstop", "times": 1, "marker": marker}
+    started = time.monotonic()
+    job.source.add_all(job.files[2:4])
+    job.run(_conf(backend, fault_python(str(tmp_path), [rule])))
+    elapsed = time.monotonic() - started
+    stops = fired(marker)
+    assert len(stops) == 1, f"the fault fired {len(stops)} times"
+    assert _wait_gone(stops[0]["pid"]), f"the stopped worker {stops[0]['pid']} is still there"
+    job.assert_matches_batch()
+    assert elapsed < 90, f"the run took {elapsed:.0f} s: the hang was not cut short"
+
+
+def test_stuck_worker_error_names_the_call_the_store_and_where_it_hung(spark, tmp_path):
+    """A worker stuck in a commit on every attempt (alive, beating, no progress): the query fails, and
+    its error says which call on which store, for how long, and the Python stack of the thread that hung
+    (faulthandler on SIGUSR1). A noop sink: Spark 4.3 hangs a foreachBatch query whose error is long
+    (StreamExecution.PROXY_ERROR overflows the stream thread's stack), see the README."""
+    source = InputDir(spark, str(tmp_path / "in"), EVENT_SCHEMA)
+    source.add_all(random_events(seed=32, n_files=1, per_file=40, n_keys=10))
+    rule = {"target": "sparkstate.engine.store:Store.commit", "when": "partition == 0",
+            "action": "sleep", "seconds": 3600}
+    conf = {PREFIX + "pythonExec": fault_python(str(tmp_path), [rule]), PREFIX + "workerStallTimeoutMs": "3000"}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        agg = source.stream().groupBy("k").count()
+        with pytest.raises(Exception) as failure:
+            run_available_now(agg.writeStream.outputMode("update").format("noop"), str(tmp_path / "ckpt"))
+    finally:
+        for key in conf:
+            spark.conf.unset(key)
+    message = str(failure.value)
+    assert "stuck: it made no progress for" in message, message[:3000]
+    assert "commit of store handle" in message, message[:3000]
+    assert "partition=0" in message, message[:3000]
+    assert "in flight for" in message, message[:3000]
+    assert "in _fire" in message and "control.py" in message, \
+        f"no stack of the hung thread in the error: {message[:3000]}"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_slow_but_steady_commit_is_not_killed(spark, tmp_path, backend):
+    """A commit that takes longer than the heartbeat timeout while the worker keeps beating: no kill."""
+    job = AggregationCase(spark, tmp_path, seed=33, per_file=60, n_keys=15)
+    job.source.add_all(job.files[0:2])
+    job.run({PREFIX + "backend": backend})
+    marker = str(tmp_path / "slow")
+    rule = {"target": "sparkstate.engine.store:Store.commit", "when": "partition == 1",
+            "action": "sleep", "seconds": HEARTBEAT_MS / 1000 * 2, "times": 2, "marker": marker}
+    job.source.add_all(job.files[2:4])
+    job.run(_conf(backend, fault_python(str(tmp_path), [rule])))
+    slow = fired(marker)
+    assert len(slow) == 2
+    assert len({f["pid"] for f in slow}) == 1, f"the slow worker was replaced: {slow}"
+    assert not _gone(slow[0]["pid"]), "the slow worker was killed"
+    job.assert_matches_batch()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cancelled_job_keeps_its_workers(spark, tmp_path, backend):
+    """Tasks interrupted inside store calls (the job cancelled from another thread while every get is
+    slow): the workers survive, the next run restores nothing it did not have to, results exact."""
+    job = AggregationCase(spark, tmp_path, seed=34, per_file=60, n_keys=15)
+    job.source.add_all(job.files[0:2])
+    job.run({PREFIX + "backend": backend})
+    marker = str(tmp_path / "slow-get")
+    rule = {"target": "sparkstate.engine.store:Store.get", "when": "version is not None and version >= 2",
+            "action": "sleep", "seconds": 0.05, "marker": marker}
+    python = fault_python(str(tmp_path), [rule])
+    sc = spark.sparkContext
+
+    def cancel_once_gets_run() -> None:
+        deadline = time.time() + 60
+        while time.time() < deadline and len(fired(marker)) < 3:
+            time.sleep(0.05)
+        sc.cancelAllJobs()
+
+    canceller = threading.Thread(target=cancel_once_gets_run)
+    canceller.start()
+    job.source.add_all(job.files[2:3])
+    with pytest.raises(Exception, match="cancel"):
+        job.run(_conf(backend, python))
+    canceller.join()
+    before = {f["pid"] for f in fired(marker)}
+    assert before, "no get was slowed"
+    os.remove(marker + ".log")
+    job.source.add_all(job.files[3:4])
+    job.run(_conf(backend, python))
+    after = {f["pid"] for f in fired(marker)}
+    assert all(not _gone(pid) for pid in before), "a cancelled task's worker died"
+    assert after & before, f"the next run used new workers {after} instead of {before}"
+    job.assert_matches_batch()
