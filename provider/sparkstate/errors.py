@@ -5,6 +5,10 @@ setting involved; the worker boundary adds the store id to anything it did not e
 """
 from __future__ import annotations
 
+import errno
+import os
+import re
+
 
 class SparkstateError(Exception):
     """Root of all sparkstate errors."""
@@ -37,3 +41,31 @@ class StoreStateError(SparkstateError):
 
 class ProtocolError(SparkstateError):
     """A malformed frame on the data channel."""
+
+
+class LocalDiskError(StorageError):
+    """A local file system refused a write (full, read-only, no permission); names the path."""
+
+
+_ADVICE = {
+    errno.ENOSPC: "the file system is full: free space on it (or move this location to a larger disk), then "
+                  "restart the query; committed versions are intact",
+    errno.EDQUOT: "the disk quota is exhausted: free space or raise the quota, then restart the query",
+    errno.EROFS: "the file system is read-only: point the location at a writable one",
+    errno.EACCES: "permission denied: make it writable by the user running the executors",
+    errno.EPERM: "operation not permitted: make it writable by the user running the executors",
+}
+
+
+def local_disk_error(error: OSError, path: str, action: str) -> OSError | LocalDiskError:
+    """`error` as a LocalDiskError naming `path` and what to do, when it is one a user can fix (full,
+    read-only, not permitted); any other OSError is returned as it is (the caller re-raises it)."""
+    code = error.errno
+    if code is None:  # pyarrow reports the OS error only in its text: "... [errno 28] No space left ..."
+        found = re.search(r"errno (\d+)", str(error), re.IGNORECASE)
+        code = int(found.group(1)) if found else None
+    advice = _ADVICE.get(code or 0)
+    if advice is None:
+        return error
+    reason = error.strerror or os.strerror(code or 0)
+    return LocalDiskError(f"cannot {action} {path}: {reason} [errno {code}]; {advice}")

@@ -28,13 +28,14 @@ from __future__ import annotations
 import os
 import re
 import zlib
+from contextlib import contextmanager
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from .. import liveness
-from ..errors import CorruptCheckpointError
+from ..errors import CorruptCheckpointError, local_disk_error
 
 KIND_DELTA = "heap-delta"
 KIND_FULL = "heap-full"
@@ -108,25 +109,41 @@ def encode(kind: str, version: int, rows: Sequence[tuple[bytes, bytes | None]], 
     return sink.getvalue().to_pybytes()
 
 
+@contextmanager
+def _writing(path: str) -> Iterator[None]:
+    """A full or read-only disk names the file being written (pyarrow's errors do not)."""
+    try:
+        yield
+    except OSError as e:
+        named = local_disk_error(e, path, "write")
+        if named is e:
+            raise
+        raise named from e
+
+
 class StreamingWriter:
     """Writes a (large) file batch by batch to a local path: used for full snapshots. The row count in
     the schema is unknown up front, so it is stored as -1 there; readers count batches instead."""
 
     def __init__(self, path: str, kind: str, version: int, compression: str) -> None:
-        self._sink = pa.OSFile(path, "wb")
-        self._writer = pa.ipc.new_file(self._sink, schema(kind, version, -1), options=_options(compression))
+        self.path = path
+        with _writing(path):
+            self._sink = pa.OSFile(path, "wb")
+            self._writer = pa.ipc.new_file(self._sink, schema(kind, version, -1), options=_options(compression))
         self.rows = 0
 
     def write_arrays(self, keys: pa.BinaryArray, values: pa.BinaryArray) -> None:
         """Rows given as two Arrow columns (built without a Python object per row)."""
         if len(keys):
-            self._writer.write_batch(_arrays_batch(keys, values))
+            with _writing(self.path):
+                self._writer.write_batch(_arrays_batch(keys, values))
             self.rows += len(keys)
             liveness.tick()
 
     def close(self) -> None:
         try:
-            self._writer.close()
+            with _writing(self.path):
+                self._writer.close()
         finally:
             self._sink.close()
 
@@ -160,7 +177,8 @@ class JournalWriter:
 
     def __init__(self, path: str, version: int, compression: str) -> None:
         self.path = path
-        self._file = open(path, "xb")
+        with _writing(path):
+            self._file = open(path, "xb")
         try:
             self._sink = _CrcSink(self._file)
             self._writer = pa.ipc.new_stream(pa.PythonFile(self._sink, mode="w"),
@@ -173,15 +191,17 @@ class JournalWriter:
         self.rows = 0
 
     def append(self, rows: Sequence[tuple[bytes, bytes | None]]) -> None:
-        for chunk in chunks(rows, BATCH_ROWS):
-            self._writer.write_batch(_batch(chunk))
-            self.rows += len(chunk)
+        with _writing(self.path):
+            for chunk in chunks(rows, BATCH_ROWS):
+                self._writer.write_batch(_batch(chunk))
+                self.rows += len(chunk)
 
     def finish(self) -> tuple[int, int]:
         """End the stream, flush and fsync the file; returns (size, crc32)."""
-        self._writer.close()
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        with _writing(self.path):
+            self._writer.close()
+            self._file.flush()
+            os.fsync(self._file.fileno())
         self._file.close()
         return self._sink.size, self._sink.crc
 

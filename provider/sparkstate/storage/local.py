@@ -10,9 +10,11 @@ from __future__ import annotations
 import errno
 import os
 import uuid
-from typing import Iterable
+from contextlib import contextmanager
+from typing import Iterable, Iterator
 
 from .. import liveness
+from ..errors import local_disk_error
 from .fileio import FileInfo, FileIO, register_scheme
 
 _CHUNK = 1 << 20
@@ -53,6 +55,20 @@ def _write_fsynced_tmp(target: str, data: bytes) -> str:
     return tmp
 
 
+@contextmanager
+def _named(action: str, path: str) -> Iterator[None]:
+    """OSErrors a user can fix (a full or read-only disk) name the path and what to do; others pass."""
+    try:
+        yield
+    except (FileNotFoundError, FileExistsError):
+        raise
+    except OSError as e:
+        named = local_disk_error(e, path, action)
+        if named is e:
+            raise
+        raise named from e
+
+
 def _fsync_dir(directory: str) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -80,7 +96,8 @@ class LocalFileIO(FileIO):
 
     def write_bytes_atomic(self, path: str, data: bytes) -> None:
         target = local_path(path)
-        tmp = _write_fsynced_tmp(target, data)
+        with _named("write", target):
+            tmp = _write_fsynced_tmp(target, data)
         try:
             os.replace(tmp, target)
         except BaseException:
@@ -93,7 +110,8 @@ class LocalFileIO(FileIO):
         # EEXIST if the target exists, so exactly one of two racing creators wins, and readers never
         # see a partial file (same guarantee as S3's If-None-Match: *).
         target = local_path(path)
-        tmp = _write_fsynced_tmp(target, data)
+        with _named("write", target):
+            tmp = _write_fsynced_tmp(target, data)
         try:
             try:
                 os.link(tmp, target)
@@ -105,10 +123,13 @@ class LocalFileIO(FileIO):
         return True
 
     def upload_file(self, local_path_: str, path: str) -> None:
-        self._copy(local_path_, local_path(path))
+        target = local_path(path)
+        with _named("write", target):
+            self._copy(local_path_, target)
 
     def download_file(self, path: str, local_path_: str) -> None:
-        self._copy(local_path(path), local_path_)
+        with _named("copy to", local_path_):
+            self._copy(local_path(path), local_path_)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(local_path(path))

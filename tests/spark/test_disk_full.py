@@ -1,0 +1,114 @@
+"""A full disk under the checkpoint location or under `localDir` fails the batch with an error that names
+the path and the lack of space, loses nothing, and a restart after space is freed gives exact results.
+
+Each test mounts a small tmpfs (root only; skipped with the reason elsewhere) and fills it until the
+state of the next batch no longer fits.
+"""
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+
+import pytest
+
+from conftest import selected_provider
+from spark_harness import PREFIX, AggregationCase
+
+pytestmark = [
+    pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's own error messages"),
+    pytest.mark.spark_conf({"spark.master": "local[2]"}),
+]
+
+TMPFS_BYTES = 8 << 20
+
+
+@pytest.fixture()
+def small_disk(tmp_path):
+    """A TMPFS_BYTES tmpfs at tmp_path/disk, unmounted afterwards."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_BYTES}", "tmpfs", str(mount)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {result.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def _fill(mount, leave_bytes: int) -> str:
+    """Fill `mount` with one file until about `leave_bytes` stay free; returns the filler's path."""
+    filler = os.path.join(mount, "filler")
+    st = os.statvfs(mount)
+    free = st.f_bavail * st.f_frsize
+    with open(filler, "wb") as f:
+        f.write(b"\0" * max(0, free - leave_bytes))
+    return filler
+
+
+def _wide_case(spark, tmp_path, seed):
+    """An aggregation whose state is large per key (a long string per key), so a batch's state is
+    hundreds of KiB while Spark's own per-batch metadata stays a few KiB."""
+    case = AggregationCase(spark, tmp_path, seed=seed, n_files=3, per_file=400, n_keys=400)
+    rng = random.Random(seed)
+    for rows in case.files:
+        for row in rows:
+            row["id"] = "%0400x" % rng.getrandbits(1600)  # 400 incompressible bytes per id
+    return case
+
+
+def _wide_writer(case):
+    from pyspark.sql import functions as F
+
+    agg = case.source.stream().groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("total"),
+                                                F.max("id").alias("longest"))
+    return case.sink.attach(agg.writeStream.outputMode("update"))
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+def test_full_checkpoint_disk_fails_clearly_and_a_restart_after_freeing_space_is_exact(
+        spark, tmp_path, small_disk, backend):
+    case = _wide_case(spark, tmp_path, seed=51)
+    case.checkpoint = str(small_disk / "ckpt")
+    case.writer = lambda: _wide_writer(case)
+    conf = {PREFIX + "backend": backend}
+    case.source.add_all(case.files[:1])
+    case.run(conf)
+    filler = _fill(small_disk, leave_bytes=64 << 10)
+    case.source.add_all(case.files[1:2])
+    message = case.failure_of_run(conf)
+    assert "No space left on device" in message or "no space left" in message.lower(), message[:3000]
+    assert str(small_disk) in message, f"the error does not name the full path: {message[:3000]}"
+    os.remove(filler)
+    case.source.add_all(case.files[2:])
+    case.run(conf)
+    _assert_matches(case)
+
+
+def test_full_local_dir_fails_clearly_and_a_restart_after_freeing_space_is_exact(spark, tmp_path, small_disk):
+    case = _wide_case(spark, tmp_path, seed=52)
+    case.writer = lambda: _wide_writer(case)
+    conf = {PREFIX + "backend": "rocksdb", PREFIX + "localDir": str(small_disk / "local")}
+    case.source.add_all(case.files[:1])
+    case.run(conf)
+    filler = _fill(small_disk, leave_bytes=32 << 10)
+    case.source.add_all(case.files[1:2])
+    message = case.failure_of_run(conf)
+    assert "No space left on device" in message or "no space left" in message.lower(), message[:3000]
+    assert str(small_disk) in message, f"the error does not name the full path: {message[:3000]}"
+    os.remove(filler)
+    case.source.add_all(case.files[2:])
+    case.run(conf)
+    _assert_matches(case)
+
+
+def _assert_matches(case):
+    from pyspark.sql import functions as F
+
+    from spark_harness import assert_same_rows
+
+    expected = case.source.batch().groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("total"),
+                                                    F.max("id").alias("longest"))
+    assert_same_rows(case.sink.updated(["k"]), expected.collect(), min_rows=100)
