@@ -10,14 +10,14 @@ module is imported long after start-up):
      "when": "version >= 2 and partition == 1",       # Python expression over self, args, version,
                                                       #   partition (optional; default: always)
      "stage": "before" | "after",                     # around the original call (default before)
-     "action": "sigstop" | "sleep" | "kill_group" | "abort" | "raise",
+     "action": "sigstop" | "sleep" | "kill_group" | "abort" | "raise" | "note",
      "seconds": 3.0,                                  # for sleep
      "times": 1,                                      # fire at most this often over all processes
      "marker": "/dir/prefix"}                         # marker files that count firings (with times)
 
 `kill_group` SIGKILLs this process's process group: the whole local-mode driver (python, its JVM and
 every worker) dies at once, as in a crash. Each firing appends a line to `<marker>.log` (pid, target,
-version) so a test can see what happened.
+version) so a test can see what happened; `note` only does that.
 """
 from __future__ import annotations
 
@@ -82,6 +82,8 @@ def _fire(rule: dict[str, Any], self: Any, args: tuple) -> None:
                                   "version": env["version"], "partition": env["partition"],
                                   "time": time.time()}) + "\n")
     action = rule["action"]
+    if action == "note":
+        return
     if action == "sigstop":
         os.kill(os.getpid(), signal.SIGSTOP)
     elif action == "sleep":

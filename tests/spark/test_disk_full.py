@@ -112,3 +112,30 @@ def _assert_matches(case):
     expected = case.source.batch().groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("total"),
                                                     F.max("id").alias("longest"))
     assert_same_rows(case.sink.updated(["k"]), expected.collect(), min_rows=100)
+
+
+@pytest.mark.parametrize("where", ["full", "not a directory"])
+def test_shm_segment_that_cannot_be_created_falls_back_to_the_socket(spark, tmp_path, small_disk, where):
+    """transport=shm with a segment directory that is full (a 1 MiB tmpfs for a 2 MiB segment) or not a
+    directory: the workers serve their channel over the socket (no segment mapped), results are exact.
+    (The JVM also logs a warning saying so and what to fix.)"""
+    from fault_plugin import fault_python, fired
+
+    if where == "full":
+        shm_dir = small_disk
+        _fill(small_disk, leave_bytes=1 << 20)
+    else:
+        shm_dir = tmp_path / "not-a-directory"
+        shm_dir.write_text("")
+    case = AggregationCase(spark, tmp_path, seed=53)
+    case.source.add_all(case.files)
+    marker = str(tmp_path / "workers")
+    note = {"target": "sparkstate.engine.store:Store.commit", "action": "note", "marker": marker}
+    # A pythonExec of this test's own: new workers, whose first channel is opened with this shmDir.
+    case.run({PREFIX + "shmDir": str(shm_dir), PREFIX + "pythonExec": fault_python(str(tmp_path), [note])})
+    workers = {f["pid"] for f in fired(marker)}
+    assert workers
+    for pid in workers:
+        with open(f"/proc/{pid}/maps") as maps:
+            assert "sparkstate-shm-" not in maps.read(), f"worker {pid} mapped a segment despite {where}"
+    case.assert_matches_batch()
