@@ -1,0 +1,130 @@
+"""The driver killed with SIGKILL at random points of the commit path, ten times in a row, restarting
+from the checkpoint each time: the results are exact at the end and no worker process is left over.
+
+Each run is a separate driver process (crash_driver.py, in a session of its own). A fault rule in the
+store workers SIGKILLs the whole process group (python driver, its JVM, every worker) at a randomly
+chosen batch and partition, at one of three points: before the store commits, after its files are
+uploaded but before its manifest is written, and after the manifest is written but before Spark records
+the batch. The input and the expected result are plain Python.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import selected_provider
+from fault_plugin import fault_python, fired
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(selected_provider() != "sparkstate", reason="kills sparkstate's workers")]
+
+DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "crash_driver.py")
+POINTS = [
+    ("sparkstate.engine.store:Store.commit", "before"),
+    ("sparkstate.checkpoint.file_manager:CheckpointFileManager.publish_manifest", "before"),
+    ("sparkstate.checkpoint.file_manager:CheckpointFileManager.publish_manifest", "after"),
+]
+KILLS = 10
+N_FILES = 24
+
+
+def _input(workdir: str, seed: int) -> dict[str, tuple[int, int]]:
+    rng = random.Random(seed)
+    os.makedirs(os.path.join(workdir, "in"))
+    expected: dict[str, list[int]] = {}
+    for i in range(N_FILES):
+        rows = [{"k": f"k{rng.randrange(12)}", "v": rng.randrange(1000)} for _ in range(30)]
+        path = os.path.join(workdir, "in", f"part-{i:03d}.json")
+        with open(path, "w") as f:
+            f.write("\n".join(json.dumps(r) for r in rows))
+        os.utime(path, (1_600_000_000 + i, 1_600_000_000 + i))
+        for r in rows:
+            n_total = expected.setdefault(r["k"], [0, 0])
+            n_total[0] += 1
+            n_total[1] += r["v"]
+    return {k: (n, t) for k, (n, t) in expected.items()}
+
+
+def _committed(workdir: str) -> int:
+    commits = os.path.join(workdir, "ckpt", "commits")
+    return len([n for n in os.listdir(commits) if n.isdigit()]) if os.path.isdir(commits) else 0
+
+
+def _run(workdir: str, backend: str, python: str, timeout_s: float = 240) -> int:
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen([sys.executable, DRIVER, workdir, backend, python], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(workdir, "driver.log"), "a"),
+                            env=env)
+    try:
+        return proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+        raise AssertionError(f"the driver did not finish within {timeout_s} s")
+
+
+def _leftover_workers(tag: str) -> list[int]:
+    """Live processes whose environment mentions `tag` (this test's fault spec: its workers)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if tag.encode() not in f.read():
+                    continue
+            with open(f"/proc/{entry}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+        except OSError:
+            continue
+        found.append(int(entry))
+    return found
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+def test_driver_killed_ten_times_mid_commit_then_exact(tmp_path, backend):
+    workdir = str(tmp_path)
+    expected = _input(workdir, seed=71)
+    rng = random.Random(72)
+    kills = 0
+    for attempt in range(KILLS + 5):
+        if kills == KILLS:
+            break
+        done = _committed(workdir)
+        target, stage = rng.choice(POINTS)
+        version = done + 1 + rng.randrange(2)  # batch `done` commits version done+1
+        marker = str(tmp_path / f"kill-{attempt}")
+        rule = {"target": target, "stage": stage, "action": "kill_group", "times": 1, "marker": marker,
+                "when": f"version == {version} and partition in (None, {rng.randrange(3)})"}
+        run_dir = tmp_path / f"run-{attempt}"
+        run_dir.mkdir()
+        code = _run(workdir, backend, fault_python(str(run_dir), [rule]))
+        if fired(marker):
+            assert code == -9, f"the run was killed but exited with {code}"
+            kills += 1
+            deadline = time.time() + 10
+            while _leftover_workers(marker) and time.time() < deadline:
+                time.sleep(0.2)
+            assert not _leftover_workers(marker), "worker processes outlived the killed driver"
+        else:
+            assert code == 0, f"driver failed with {code}: {open(os.path.join(workdir, 'driver.log')).read()[-3000:]}"
+            if _committed(workdir) >= N_FILES:
+                break
+    assert kills == KILLS, f"only {kills} kills happened (the input ran out first)"
+    os.makedirs(tmp_path / "final")
+    assert _run(workdir, backend, fault_python(str(tmp_path / "final"), [])) == 0
+    assert _committed(workdir) == N_FILES
+    latest: dict[str, tuple[int, int]] = {}
+    for path in sorted(glob.glob(os.path.join(workdir, "out", "batch-*.json")),
+                       key=lambda p: int(p.rsplit("-", 1)[1].split(".")[0])):
+        for row in json.load(open(path)):
+            latest[row["k"]] = (row["n"], row["total"])
+    assert latest == expected
