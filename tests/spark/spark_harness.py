@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -135,17 +136,30 @@ def run_available_now_progress(writer: DataStreamWriter, checkpoint: str, timeou
         query.stop()
 
 
+@contextmanager
+def session_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
+    """Set session confs for a block, then put back what was there (a value the session was built
+    with, such as the provider class, is restored, not unset)."""
+    missing = object()
+    saved = {key: spark.conf.get(key, None) if spark.conf.get(key, None) is not None else missing for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is missing:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
 def checkpoint_loads_per_batch(spark: SparkSession, writer: DataStreamWriter, checkpoint: str,
                                conf: dict[str, str]) -> list[int]:
     """Run `writer` to completion (availableNow) with session `conf` set for the run; per batch with
     state, how many stores were restored from the checkpoint (our `sparkstateCheckpointLoads`)."""
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
+    with session_conf(spark, conf):
         progress = run_available_now_progress(writer, checkpoint)
-    finally:
-        for key in conf:
-            spark.conf.unset(key)
     return [sum(op["customMetrics"]["sparkstateCheckpointLoads"] for op in p["stateOperators"])
             for p in progress if p["stateOperators"]]
 
@@ -238,14 +252,8 @@ class AggregationCase:
         return self.sink.attach(agg.writeStream.outputMode("update"))
 
     def run(self, conf: Mapping[str, str] | None = None) -> dict:
-        conf = dict(conf or {})
-        for key, value in conf.items():
-            self.spark.conf.set(key, value)
-        try:
+        with session_conf(self.spark, conf or {}):
             return run_available_now(self.writer(), self.checkpoint)
-        finally:
-            for key in conf:
-                self.spark.conf.unset(key)
 
     def failure_of_run(self, conf: Mapping[str, str] | None = None) -> str:
         """The error of a run expected to fail (awaitTermination raises, or the harness reports it)."""

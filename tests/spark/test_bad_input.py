@@ -12,6 +12,7 @@ import pytest
 
 from conftest import selected_provider
 from spark_harness import PREFIX, AggregationCase
+from spark_harness import session_conf as harness_session_conf
 
 pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's own errors")
 
@@ -19,16 +20,17 @@ pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="spa
 
 @pytest.fixture()
 def session_conf(spark):
-    """Set session confs for one test and always unset them (the session is shared by the module)."""
-    keys = []
+    """Set session confs for one test; afterwards each is put back as the session had it."""
+    blocks = []
 
     def set_conf(key, value):
-        keys.append(key)
-        spark.conf.set(key, value)
+        block = harness_session_conf(spark, {key: value})
+        block.__enter__()
+        blocks.append(block)
 
     yield set_conf
-    for key in keys:
-        spark.conf.unset(key)
+    for block in reversed(blocks):
+        block.__exit__(None, None, None)
 
 
 def test_configure_rejects_an_unknown_backend_on_the_driver():

@@ -11,7 +11,6 @@ import pytest
 from pyspark.sql import functions as F
 
 from conftest import selected_provider
-from datagen import random_events
 from spark_harness import InputDir, run_available_now
 
 pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="reads sparkstate's files")

@@ -5,11 +5,9 @@ Runs against the provider chosen by `SPARKSTATE_TEST_PROVIDER` (see conftest.py)
 """
 from __future__ import annotations
 
-import os
 import random
 
 import pandas as pd
-import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout

@@ -23,8 +23,7 @@ from sparkstate.storage import fileio_for
 
 from conftest import selected_provider
 from datagen import BASE, advance_row, event_time, into_files, max_t, random_events
-from spark_harness import (BatchCollector, InputDir, assert_same_rows, committed_batches, read_parquet_sink,
-                           run_available_now)
+from spark_harness import (BatchCollector, InputDir, assert_same_rows, committed_batches, run_available_now)
 from test_operators import (DELAY, DELAY_S, JOIN_SCHEMA, STATE_TIMEOUT_S, Case, _join, _join_inputs,
                             _per_key_stats, _running_totals_fn)
 

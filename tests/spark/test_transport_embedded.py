@@ -20,11 +20,7 @@ def test_interpreter_without_jep_gets_an_error_saying_how_to_install_it(spark, t
     fake.chmod(0o755)
     case = AggregationCase(spark, tmp_path, seed=36)
     case.source.add_all(case.files)
-    spark.conf.set(PREFIX + "pythonExec", str(fake))
-    try:
-        message = case.failure_of_run()
-    finally:
-        spark.conf.unset(PREFIX + "pythonExec")
+    message = case.failure_of_run({PREFIX + "pythonExec": str(fake)})
     assert "pip install jep" in message and PREFIX + "transport=shm" in message
 
 

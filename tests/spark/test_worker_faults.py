@@ -16,7 +16,7 @@ import pytest
 from conftest import selected_provider
 from datagen import EVENT_SCHEMA, random_events
 from fault_plugin import fault_python, fired
-from spark_harness import PREFIX, AggregationCase, InputDir, run_available_now
+from spark_harness import PREFIX, AggregationCase, InputDir, run_available_now, session_conf
 
 HEARTBEAT_MS = 2000
 
@@ -82,15 +82,10 @@ def test_stuck_worker_error_names_the_call_the_store_and_where_it_hung(spark, tm
     rule = {"target": "sparkstate.engine.store:Store.commit", "when": "partition == 0",
             "action": "sleep", "seconds": 3600}
     conf = {PREFIX + "pythonExec": fault_python(str(tmp_path), [rule]), PREFIX + "workerStallTimeoutMs": "3000"}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
+    with session_conf(spark, conf):
         agg = source.stream().groupBy("k").count()
         with pytest.raises(Exception) as failure:
             run_available_now(agg.writeStream.outputMode("update").format("noop"), str(tmp_path / "ckpt"))
-    finally:
-        for key in conf:
-            spark.conf.unset(key)
     message = str(failure.value)
     assert "stuck: it made no progress for" in message, message[:3000]
     assert "commit of store handle" in message, message[:3000]

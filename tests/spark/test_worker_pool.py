@@ -30,9 +30,5 @@ def test_partitions_keep_their_worker_when_the_pool_may_grow_to_one_each(spark, 
 def test_an_invalid_max_workers_is_an_error_naming_the_key(spark, tmp_path):
     case = AggregationCase(spark, tmp_path, seed=44)
     case.source.add_all(case.files)
-    spark.conf.set(PREFIX + "maxWorkers", "0")
-    try:
-        message = case.failure_of_run()
-    finally:
-        spark.conf.unset(PREFIX + "maxWorkers")
+    message = case.failure_of_run({PREFIX + "maxWorkers": "0"})
     assert PREFIX + "maxWorkers" in message and ">= 1" in message
