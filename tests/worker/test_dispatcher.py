@@ -11,15 +11,15 @@ def _session():
 
 def test_get_sees_earlier_pipelined_batch():
     session, _ = _session()
-    assert session.handle(p.OP_BATCH, 1, p.encode_batch([(b"k", b"v")])) is None
-    assert session.handle(p.OP_GET, 1, b"k") == p.encode_value(b"v")
+    assert session.handle(p.OP_BATCH, 1, p.encode_batch([(b"kkkk", b"v")])) is None
+    assert session.handle(p.OP_GET, 1, b"kkkk") == p.encode_value(b"v")
     assert session.handle(p.OP_GET, 1, b"missing") == p.ABSENT
 
 
 def test_async_error_is_reported_by_next_sync_frame_once():
     session, store = _session()
     store.fail_next_batch = True
-    session.handle(p.OP_BATCH, 1, p.encode_batch([(b"k", b"v")]))
+    session.handle(p.OP_BATCH, 1, p.encode_batch([(b"kkkk", b"v")]))
     response = session.handle(p.OP_SYNC, 1, b"")
     assert p.INT.unpack_from(response, 0)[0] == p.ERROR_CODE
     assert "disk full" in p.decode_error(response)
@@ -30,13 +30,13 @@ def test_scan_streams_chunks_and_closes_cursor(monkeypatch):
     from sparkstate.worker import dispatcher
     monkeypatch.setattr(dispatcher, "CHUNK_MAX_ROWS", 2)
     session, store = _session()
-    session.handle(p.OP_BATCH, 1, p.encode_batch([(bytes([i]), b"x") for i in range(5)]))
+    session.handle(p.OP_BATCH, 1, p.encode_batch([(i.to_bytes(4, "big"), b"x") for i in range(5)]))
     rows, done, cursor = p.decode_chunk(session.handle(p.OP_SCAN_OPEN, 1, b""))
     seen = list(rows)
     while not done:
         rows, done, cursor = p.decode_chunk(session.handle(p.OP_SCAN_NEXT, 1, p.INT.pack(cursor)))
         seen += rows
-    assert [k for k, _ in seen] == [bytes([i]) for i in range(5)]
+    assert [k for k, _ in seen] == [i.to_bytes(4, "big") for i in range(5)]
     assert store.cursors[0].closed
 
 

@@ -40,18 +40,18 @@ def frame(op: int, payload: bytes, handle: int = 1) -> bytes:
 
 def test_get_alone_and_after_batch_in_the_same_buffer(channel):
     send, store, _ = channel
-    store.data[b"a"] = b"1"
-    assert send(frame(p.OP_GET, b"a")) == p.encode_value(b"1")
+    store.data[b"aaaa"] = b"1"
+    assert send(frame(p.OP_GET, b"aaaa")) == p.encode_value(b"1")
     assert send(frame(p.OP_GET, b"zz")) == p.ABSENT
-    assert send(frame(p.OP_BATCH, p.encode_batch([(b"b", b"2"), (b"a", None)])),
-                frame(p.OP_GET, b"b")) == p.encode_value(b"2")
-    assert b"a" not in store.data
+    assert send(frame(p.OP_BATCH, p.encode_batch([(b"bbbb", b"2"), (b"aaaa", None)])),
+                frame(p.OP_GET, b"bbbb")) == p.encode_value(b"2")
+    assert b"aaaa" not in store.data
 
 
 def test_async_frames_alone_have_no_answer(channel):
     send, store, _ = channel
-    assert send(frame(p.OP_BATCH, p.encode_batch([(b"k", b"v")]))) is None
-    assert store.data == {b"k": b"v"}
+    assert send(frame(p.OP_BATCH, p.encode_batch([(b"kkkk", b"v")]))) is None
+    assert store.data == {b"kkkk": b"v"}
 
 
 def test_answer_larger_than_the_response_buffer_is_fetched_whole(channel):
@@ -63,24 +63,24 @@ def test_answer_larger_than_the_response_buffer_is_fetched_whole(channel):
 def test_channel_stays_clean_after_an_oversized_answer(channel):
     send, store, _ = channel
     store.data[b"big"] = b"x" * 1000
-    store.data[b"a"] = b"1"
+    store.data[b"aaaa"] = b"1"
     send(frame(p.OP_GET, b"big"))
-    assert send(frame(p.OP_GET, b"a")) == p.encode_value(b"1")
+    assert send(frame(p.OP_GET, b"aaaa")) == p.encode_value(b"1")
     assert send(frame(p.OP_SYNC, b"")) == p.OK
 
 
 def test_failed_batch_is_reported_by_the_next_get(channel):
     send, store, _ = channel
     store.fail_next_batch = True
-    assert send(frame(p.OP_BATCH, p.encode_batch([(b"k", b"v")]))) is None
-    assert "disk full" in p.decode_error(send(frame(p.OP_GET, b"k")))
-    assert send(frame(p.OP_GET, b"k")) == p.ABSENT  # reported once, then the channel is clean
+    assert send(frame(p.OP_BATCH, p.encode_batch([(b"kkkk", b"v")]))) is None
+    assert "disk full" in p.decode_error(send(frame(p.OP_GET, b"kkkk")))
+    assert send(frame(p.OP_GET, b"kkkk")) == p.ABSENT  # reported once, then the channel is clean
 
 
 def test_store_error_on_get_is_an_error_answer(channel, monkeypatch):
     send, store, _ = channel
     monkeypatch.setattr(store, "get", lambda key: (_ for _ in ()).throw(OSError("db closed")))
-    assert "db closed" in p.decode_error(send(frame(p.OP_GET, b"k")))
+    assert "db closed" in p.decode_error(send(frame(p.OP_GET, b"kkkk")))
 
 
 def test_stop_worker_closes_its_channels_and_a_second_start_is_refused(channel):

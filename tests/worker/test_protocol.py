@@ -5,12 +5,12 @@ from sparkstate.worker import protocol as p
 
 
 def test_batch_round_trip_keeps_order_and_removes():
-    records = [(b"k1", b"v1"), (b"k2", None), (b"", b""), (b"k1", b"v" * 1000)]
+    records = [(b"key1", b"v1"), (b"key2", None), (b"key3", b""), (b"key1", b"v" * 1000)]
     assert p.decode_batch(p.encode_batch(records)) == records
 
 
 def test_batch_with_inconsistent_lengths_is_rejected():
-    data = p.encode_batch([(b"key", b"value")])
+    data = p.encode_batch([(b"key1", b"value")])
     with pytest.raises(ProtocolError):
         p.decode_batch(data + b"extra")
     with pytest.raises(ProtocolError):

@@ -1,7 +1,6 @@
 """The shared-memory channel, driven by a Python stand-in for the JVM side (ShmDataChannel.java)."""
 from __future__ import annotations
 
-import mmap
 import os
 import socket
 import threading
@@ -13,73 +12,9 @@ from sparkstate.worker import protocol as p
 from sparkstate.worker import shm_channel as shm
 from sparkstate.worker.data_server import DataServer
 
-from .fakes import DictStore, recv_exact
+from .fakes import DictStore, JvmSide, recv_exact
 
 pytestmark = pytest.mark.skipif(not shm.supported(), reason="the shm transport needs Linux on x86-64")
-
-
-class JvmSide:
-    """What the shim does: map a segment, attach it over the socket, publish requests, await answers."""
-
-    def __init__(self, socket_path: str, segment_path: str, capacity: int):
-        with open(segment_path, "wb") as f:
-            f.truncate(shm.HEADER_BYTES + 2 * capacity)
-        fd = os.open(segment_path, os.O_RDWR)
-        self.map = mmap.mmap(fd, shm.HEADER_BYTES + 2 * capacity)
-        os.close(fd)
-        self.words = memoryview(self.map)[:shm.HEADER_BYTES].cast("q")
-        self.capacity = capacity
-        self.seq = 0
-        self.doorbells = 0
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(socket_path)
-        path = segment_path.encode()
-        self.sock.sendall(p.encode_request(p.OP_SHM_ATTACH, 0, path))
-        self.attach_answer = p.INT.unpack(recv_exact(self.sock, 4))[0]
-        os.unlink(segment_path)  # as the shim does: both sides have it mapped
-
-    def publish(self, data: bytes, flags: int = 0) -> None:
-        self.map[shm.HEADER_BYTES:shm.HEADER_BYTES + len(data)] = data
-        shm._LEN_FLAGS.pack_into(self.map, shm.REQ_LEN, len(data), flags)
-        self.seq += 1
-        self.words[shm.REQ_SEQ // 8] = self.seq
-        if self.words[shm.WORKER_SLEEPING // 8]:
-            self.doorbells += 1
-            self.sock.sendall(b"\x01")
-
-    def await_answer(self, timeout: float = 10.0) -> tuple[bytes, int]:
-        deadline = time.monotonic() + timeout
-        while self.words[shm.RESP_SEQ // 8] != self.seq:
-            assert time.monotonic() < deadline, "the worker did not answer"
-            time.sleep(0)
-        length, flags = shm._LEN_FLAGS.unpack_from(self.map, shm.RESP_LEN)
-        start = shm.HEADER_BYTES + self.capacity
-        return self.map[start:start + length], flags
-
-    def request(self, frames: bytes) -> bytes:
-        """Publishes `frames` (split like the shim splits them) and returns the whole response."""
-        pieces = [frames[i:i + self.capacity] for i in range(0, len(frames), self.capacity)] or [b""]
-        for piece in pieces[:-1]:
-            self.publish(piece, shm.FLAG_MORE)
-            assert self.await_answer() == (b"", 0)
-        self.publish(pieces[-1])
-        response, flags = self.await_answer()
-        while flags & shm.FLAG_MORE:
-            self.publish(b"", shm.FLAG_CONTINUE)
-            piece, flags = self.await_answer()
-            response += piece
-        return response
-
-    def get(self, handle: int, key: bytes) -> bytes | None:
-        response = self.request(p.encode_request(p.OP_GET, handle, key))
-        (n,) = p.INT.unpack_from(response, 0)
-        if n == p.ERROR_CODE:
-            raise RuntimeError(p.decode_error(response))
-        return None if n == -1 else response[4:4 + n]
-
-    def close(self) -> None:
-        self.publish(b"", shm.FLAG_CLOSE)
-        self.sock.close()
 
 
 @pytest.fixture
@@ -100,10 +35,10 @@ def _server_threads() -> int:
 
 def test_puts_then_gets_in_one_publish_and_alone(served):
     store, jvm = served
-    batch = p.encode_request(p.OP_BATCH, 1, p.encode_batch([(b"k%d" % i, b"v%d" % i) for i in range(50)]))
-    response = jvm.request(batch + p.encode_request(p.OP_GET, 1, b"k7"))
+    batch = p.encode_request(p.OP_BATCH, 1, p.encode_batch([(b"key-%d" % i, b"v%d" % i) for i in range(50)]))
+    response = jvm.request(batch + p.encode_request(p.OP_GET, 1, b"key-7"))
     assert response == p.INT.pack(2) + b"v7"
-    assert jvm.get(1, b"k49") == b"v49"
+    assert jvm.get(1, b"key-49") == b"v49"
     assert jvm.get(1, b"missing") is None
     assert len(store.data) == 50
 
@@ -111,11 +46,11 @@ def test_puts_then_gets_in_one_publish_and_alone(served):
 def test_requests_and_responses_larger_than_the_segment_go_in_pieces(served):
     store, jvm = served
     big = bytes(range(256)) * 40  # 10 KiB value: two and a half segment areas
-    records = [(b"big", big)] + [(b"k%04d" % i, b"x" * 100) for i in range(100)]
+    records = [(b"bigk", big)] + [(b"k%04d" % i, b"x" * 100) for i in range(100)]
     jvm.request(p.encode_request(p.OP_BATCH, 1, p.encode_batch(records))
                 + p.encode_request(p.OP_SYNC, 1))
-    assert store.data[b"big"] == big and len(store.data) == 101
-    assert jvm.get(1, b"big") == big  # answered in CONTINUE pieces
+    assert store.data[b"bigk"] == big and len(store.data) == 101
+    assert jvm.get(1, b"bigk") == big  # answered in CONTINUE pieces
     chunk = jvm.request(p.encode_request(p.OP_SCAN_OPEN, 1, b"k"))
     rows, done, _ = p.decode_chunk(chunk)
     assert done and [k for k, _ in rows] == sorted(k for k in store.data if k.startswith(b"k"))
@@ -124,12 +59,12 @@ def test_requests_and_responses_larger_than_the_segment_go_in_pieces(served):
 def test_a_failed_batch_is_reported_on_the_next_get_and_the_channel_stays_usable(served):
     store, jvm = served
     store.fail_next_batch = True
-    jvm.publish(p.encode_request(p.OP_BATCH, 1, p.encode_batch([(b"a", b"1")])))
+    jvm.publish(p.encode_request(p.OP_BATCH, 1, p.encode_batch([(b"aaaa", b"1")])))
     assert jvm.await_answer() == (b"", 0)  # an async publish: answered empty
     with pytest.raises(RuntimeError, match="OSError: disk full"):
-        jvm.get(1, b"a")
-    jvm.request(p.encode_request(p.OP_BATCH, 1, p.encode_batch([(b"a", b"2")])))
-    assert jvm.get(1, b"a") == b"2"
+        jvm.get(1, b"aaaa")
+    jvm.request(p.encode_request(p.OP_BATCH, 1, p.encode_batch([(b"aaaa", b"2")])))
+    assert jvm.get(1, b"aaaa") == b"2"
 
 
 def test_a_get_that_raises_answers_an_error(served):

@@ -1,4 +1,4 @@
-"""Turns data frames into store calls; shared by the socket and the py4j transports.
+"""Turns data frames into store calls; shared by every transport (shm, socket, py4j, embedded).
 
 A `Session` is one ordered stream of frames (one socket connection, or the py4j data path). Errors of
 asynchronous frames (BATCH, SCAN_CLOSE) have no reply of their own: the session remembers the first one
@@ -11,6 +11,7 @@ import threading
 import traceback
 from typing import Callable, Protocol
 
+from ..errors import ProtocolError
 from . import protocol as p
 
 CHUNK_MAX_ROWS = 4096
@@ -42,7 +43,8 @@ class Session:
 
     # -- one frame ---------------------------------------------------------------------------
     def handle(self, op: int, handle: int, payload: bytes) -> bytes | None:
-        """Apply one frame; return the response bytes of a synchronous frame, None otherwise."""
+        """Apply one frame; return the response bytes of a synchronous frame, None otherwise. Never
+        raises: a frame that fails is answered with an error frame (sync) or becomes the pending error."""
         if op == p.OP_GET and self.pending_error is None:
             # The per-key hot path (one per state lookup): no extra call layers.
             try:
@@ -53,8 +55,8 @@ class Session:
         if op in p.SYNC_OPS:
             if self.pending_error is not None:
                 error, self.pending_error = self.pending_error, None
-                if op == p.OP_SCAN_NEXT:
-                    self._close_cursor(p.INT.unpack_from(payload, 0)[0])
+                if op == p.OP_SCAN_NEXT and len(payload) == 4:
+                    self._close_cursor(p.INT.unpack(payload)[0])
                 return p.encode_error(error)
             try:
                 return self._sync(op, handle, payload)
@@ -68,7 +70,7 @@ class Session:
         return None
 
     def _sync(self, op: int, handle: int, payload: bytes) -> bytes:
-        if op == p.OP_GET:
+        if op == p.OP_GET:  # a key without a key group is simply absent: nothing can store one
             return p.encode_value(self._store_of(handle).get(payload))
         if op == p.OP_SCAN_OPEN:
             cursor = self._store_of(handle).open_cursor(payload)
@@ -77,18 +79,20 @@ class Session:
             self._cursors[cursor_id] = cursor
             return self._chunk(cursor_id)
         if op == p.OP_SCAN_NEXT:
-            return self._chunk(p.INT.unpack_from(payload, 0)[0])
+            return self._chunk(p.decode_cursor(op, payload))
         if op == p.OP_SYNC:
+            if payload:
+                raise ProtocolError(f"SYNC payload has {len(payload)} bytes, expected none")
             return p.OK
-        raise ValueError(f"unknown synchronous op {op}")
+        raise ProtocolError(f"{p.op_name(op)} is not a data frame")
 
     def _async(self, op: int, handle: int, payload: bytes) -> None:
         if op == p.OP_BATCH:
             self._store_of(handle).apply_batch(p.decode_batch(payload))
         elif op == p.OP_SCAN_CLOSE:
-            self._close_cursor(p.INT.unpack_from(payload, 0)[0])
+            self._close_cursor(p.decode_cursor(op, payload))
         else:
-            raise ValueError(f"unknown op {op}")
+            raise ProtocolError(f"{p.op_name(op)} is not a data frame")
 
     def _chunk(self, cursor_id: int) -> bytes:
         cursor = self._cursors.get(cursor_id)

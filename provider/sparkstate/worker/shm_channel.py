@@ -1,7 +1,7 @@
 """The shared-memory data channel (transport `shm`): the same frames as the socket, without a syscall per get.
 
 Why: on the 2-vCPU machines we measure on, a get over the Unix socket costs two context switches and four
-syscalls, ~15-18 us of CPU per round trip (docs/benchmarks.md, "Session 4"), more than half of what
+syscalls, ~15-18 us of CPU per round trip (docs/benchmarks.md, the transport comparison), more than half of what
 Spark's RocksDB provider spends on a whole row. Here the JVM writes its frames into a segment both
 processes map, bumps a sequence number, and the worker, which waits by yielding its CPU instead of
 sleeping in the kernel, answers in the same segment. The socket stays open as a doorbell for a worker
@@ -40,8 +40,9 @@ import sys
 import time
 from typing import Callable
 
+from .. import liveness
 from . import protocol as p
-from .dispatcher import Session
+from .dispatcher import Session, describe_error
 
 HEADER_BYTES = 4096
 REQ_SEQ, REQ_LEN, REQ_FLAGS = 0, 8, 12
@@ -62,6 +63,17 @@ SLEEP_RECHECK_S = 0.01
 FOLLOW_EVERY = 256
 
 _LEN_FLAGS = struct.Struct("<ii")
+_KNOWN_FLAGS = FLAG_MORE | FLAG_CONTINUE | FLAG_CLOSE
+# A request sent in pieces (MORE) may not grow past this: the largest frame plus a flush's worth.
+MAX_REQUEST = p.MAX_PAYLOAD + (1 << 20)
+
+
+class _Fatal(Exception):
+    """The request cannot be trusted: answer with an error and end the session."""
+
+
+def _fatal(reason: str) -> bytes:
+    return p.encode_error(f"ProtocolError: {reason}; closing the data connection")
 
 
 def supported() -> bool:
@@ -128,15 +140,20 @@ class ShmServer:
         self._last_seq = self._words[REQ_SEQ // 8]
 
     def serve(self) -> None:
+        """Answer publishes until the JVM closes the channel. A request that cannot be trusted (a bad
+        length or flag, a frame overrunning it) is answered with an error and ends the session (the
+        socket closes behind it, so the JVM sees EOF); so does any unexpected failure: never silence."""
         words, m = self._words, self._map
         req = self._req
         unpack_header, header_size = p.HEADER.unpack_from, p.HEADER.size
         unpack_len_flags = _LEN_FLAGS.unpack_from
         handle_frame, op_get = self._session.handle, p.OP_GET
         answer, follower = self._answer, self._follower
+        capacity = self._capacity
         last = self._last_seq
         partial = bytearray()
         served = 0
+        seq = None
         try:
             while True:
                 seq = self._await_request(last)
@@ -146,6 +163,9 @@ class ShmServer:
                 length, flags = unpack_len_flags(m, REQ_LEN)
                 if flags & FLAG_CLOSE:
                     return
+                if length < 0 or length > capacity or flags & ~_KNOWN_FLAGS:
+                    answer(seq, _fatal(f"request of {length} bytes with flags {flags} (capacity {capacity})"))
+                    return
                 served += 1
                 if served >= FOLLOW_EVERY or self._woke:
                     follower.follow(words[CLIENT_TID // 8])
@@ -153,12 +173,16 @@ class ShmServer:
                 if flags & FLAG_CONTINUE:
                     answer(seq, self._rest)
                 elif flags & FLAG_MORE:
+                    if len(partial) + length > MAX_REQUEST:
+                        answer(seq, _fatal(f"a request in pieces grew past {MAX_REQUEST} bytes"))
+                        return
                     partial += m[req:req + length]
                     answer(seq, b"")
                 elif partial:
                     partial += m[req:req + length]
-                    answer(seq, self._handle_frames(bytes(partial), len(partial)))
+                    response = self._handle_frames(bytes(partial), len(partial))
                     partial.clear()
+                    answer(seq, response)
                 else:
                     op, handle, payload_len = unpack_header(m, req) if length >= header_size else (0, 0, -1)
                     if op == op_get and payload_len + header_size == length:
@@ -166,6 +190,13 @@ class ShmServer:
                         answer(seq, handle_frame(op, handle, m[req + header_size:req + length]))
                     else:
                         answer(seq, self._handle_frames(m[req:req + length], length))
+                seq = None  # answered
+        except _Fatal as fatal:
+            if seq is not None:
+                answer(seq, _fatal(str(fatal)))
+        except Exception as exc:  # a bug, never a silent hang: answer what is owed, then end the session
+            if seq is not None:
+                answer(seq, p.encode_error(describe_error(exc, 0, 0) + "; closing the data connection"))
         finally:
             follower.release()
             self._session.close()
@@ -173,14 +204,21 @@ class ShmServer:
     def _handle_frames(self, data: bytes, length: int) -> bytes:
         """Every frame of one publish in order; the response of the last synchronous one (if any)."""
         unpack_header, header_size = p.HEADER.unpack_from, p.HEADER.size
+        check_header, tick = p.check_header, liveness.tick
         off, response = 0, b""
         while off < length:
+            if length - off < header_size:
+                raise _Fatal(f"{length - off} bytes after the last frame, less than a frame header")
             op, handle, payload_len = unpack_header(data, off)
+            bad = check_header(op, payload_len)
             start = off + header_size
             off = start + payload_len
+            if bad is not None:
+                raise _Fatal(bad)
             if off > length:
-                raise ConnectionError(f"frame of {payload_len} bytes overruns a {length}-byte request")
+                raise _Fatal(f"a frame of {payload_len} bytes overruns a {length}-byte request")
             answer = self._session.handle(op, handle, bytes(data[start:off]))
+            tick()  # a long publish (many batches) is progress; a lone GET needs none
             if answer is not None:
                 response = answer
         return response
