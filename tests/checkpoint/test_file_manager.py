@@ -54,19 +54,28 @@ def test_fetch_verifies_size_and_crc(fm, tmp_path):
         fm.fetch_to_cache(ref, cold, 1)
 
 
-def test_recommit_adopts_the_first_completed_attempt(fm, tmp_path):
+def test_recommit_replaces_the_version_and_the_same_bytes_are_a_no_op(fm, tmp_path):
     commit(fm, tmp_path, 1, {"a.sst": b"a"})
     first = commit(fm, tmp_path, 2, {"b.sst": b"b1"})
-    second = commit(fm, tmp_path, 2, {"b.sst": b"b2"})  # publish_manifest adopted `first`
-    assert fm.read_manifest(2) == first != second
+    second = commit(fm, tmp_path, 2, {"b.sst": b"b2"})  # the last attempt counts
+    assert fm.read_manifest(2) == second != first
     fm.drop_cached([2])
-    assert fm.read_manifest(2) == first
-    again = fm.publish_manifest(first)  # the same bytes again (a lost response, retried): ours
-    assert again.manifest == first and not again.adopted
-    other = fm.publish_manifest(second)
-    assert other.adopted and other.manifest == first
-    assert fm.fileio.list(fm.manifests_dir) == ["1.manifest", "2.manifest"] or \
-        sorted(fm.fileio.list(fm.manifests_dir)) == ["1.manifest", "2.manifest"]
+    assert fm.read_manifest(2) == second
+    raw = fm.fileio.read_bytes(fm.manifest_path(2))
+    assert fm.publish_manifest(second) == second  # the same bytes again (a lost response, retried)
+    assert fm.fileio.read_bytes(fm.manifest_path(2)) == raw
+    assert {r.remote for r in first.shared_files} - {r.remote for r in second.shared_files} <= set(
+        fm.fileio.list(fm.files_dir)), "a replaced manifest's files stay for readers that read it"
+    assert sorted(fm.fileio.list(fm.manifests_dir)) == ["1.manifest", "2.manifest"]
+
+
+def test_a_corrupt_manifest_is_replaced_by_the_next_commit(fm, tmp_path):
+    commit(fm, tmp_path, 1, {"a.sst": b"a"})
+    fm.fileio.write_bytes_atomic(fm.manifest_path(2), b"SPARKSTATE-MANIFEST v1 crc32=00000000 len=3\nxyz")
+    fm.drop_cached([2])
+    written = commit(fm, tmp_path, 2, {"b.sst": b"b"})
+    fm.drop_cached([2])
+    assert fm.read_manifest(2) == written
 
 
 def test_cleanup_keeps_newest_and_deletes_unreferenced(fm, tmp_path):

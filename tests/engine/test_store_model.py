@@ -76,9 +76,9 @@ class StoreModel(RuleBasedStateMachine):
     def commit(self):
         assert self.store.commit().version == self.version + 1
         self.version += 1
-        # A version is written once: re-committing one that exists (a retry after loading an older
-        # version) adopts the durable content, and the store restores it on the next load.
-        self.committed.setdefault(self.version, dict(self.current))
+        # Re-committing a version that exists (a retry after loading an older version) replaces it: the
+        # last attempt to commit a version is the one that counts.
+        self.committed[self.version] = dict(self.current)
         self._load(self.version)
 
     @rule()

@@ -123,10 +123,13 @@ def test_concurrent_writers_one_version_one_content(s3_store):
     a.apply_batch([kv(2, b"a")])
     b.apply_batch([kv(2, b"b")])
     assert a.commit().version == 2
-    assert b.commit().version == 2  # adopts a's version
-    for s in (a, b):
-        s.load(2)
-        assert contents(s) == dict([kv(1), kv(2, b"a")])
+    assert b.commit().version == 2  # replaces a's version: the last attempt counts
+    fresh = s3_store("c")
+    fresh.load(2)
+    assert contents(fresh) == dict([kv(1), kv(2, b"b")])
+    fresh.load(2)
+    b.load(2)
+    assert contents(b) == contents(fresh)
 
 
 def test_corrupted_or_missing_object_fails_naming_object_and_version(s3_store, moto_s3, bucket):

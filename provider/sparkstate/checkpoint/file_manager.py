@@ -37,6 +37,16 @@ def file_crc32(path: str) -> tuple[int, int]:
     return size, crc
 
 
+def _describe_writer(raw: bytes | None, path: str) -> str:
+    if raw is None:
+        return "a manifest that vanished"
+    try:
+        m = Manifest.from_bytes(raw, path)
+    except CorruptCheckpointError:
+        return "an unreadable manifest"
+    return f"the one of writer {m.writer_instance_id} (run {m.query_run_id}, {m.num_keys} keys)"
+
+
 def new_attempt_id() -> str:
     """8 hex chars, fresh for every commit attempt: keeps remote names unique across retries."""
     return uuid.uuid4().hex[:8]
@@ -46,14 +56,6 @@ def new_attempt_id() -> str:
 class UploadResult:
     refs: list[SharedFileRef]
     bytes_uploaded: int
-
-
-@dataclass(frozen=True)
-class PublishResult:
-    """What `publish_manifest` made durable: our manifest, or an earlier attempt's that we adopted."""
-
-    manifest: Manifest
-    adopted: bool  # True: another attempt committed this version first; ours was discarded
 
 
 @dataclass
@@ -68,9 +70,10 @@ class CheckpointFileManager:
     Remote tree (`root` = `<storeCheckpointLocation>/sparkstate`)::
 
         <root>/manifests/<version>.manifest          one per committed version, written last, atomically
-        <root>/manifests/<version>.superseded-<id>   previous content of a re-committed version (retry);
-                                                     kept only so retention can find its files
-        <root>/files/<version>-<id>-<localName>      immutable files (SSTs); <id> is the commit attempt
+        <root>/manifests/<version>.superseded-<id>   read only: older checkpoints may hold such records
+                                                     of replaced versions; retention frees their files
+        <root>/files/<version>-<id>-<localName>      immutable files (SSTs, heap deltas and snapshots);
+                                                     <id> is the commit attempt
 
     Local tree (owned by the engine; this class only fills `cache/`)::
 
@@ -81,10 +84,11 @@ class CheckpointFileManager:
     Invariants:
       1. A remote file name is never written twice: `<id>` is fresh per commit attempt, so a retried or
          concurrent commit of the same version cannot clobber files another manifest references.
-      2. A manifest is written after all files it references exist, with one atomic put-if-absent; a
-         version exists iff its manifest does, and its content never changes once written (first
-         completed attempt wins; a later attempt adopts it, see `publish_manifest`). A commit failing
-         earlier leaves only unreferenced files behind (removed by `sparkstate gc`).
+      2. A manifest is written after all files it references exist, atomically; a version exists iff
+         its manifest does, and is always exactly one complete manifest. The last attempt to commit a
+         version wins (see `publish_manifest`); the files of a replaced manifest stay in place, so a
+         reader that read it still finds them. A commit failing earlier leaves only unreferenced files
+         behind (removed by `sparkstate gc`).
       3. Every file in `cache/` matched its manifest's size and crc32 when it was downloaded.
       4. Retention deletes only files referenced by deleted manifests (or superseded records of deleted
          versions) and by no retained manifest; it never lists `files/`. Unreferenced leftovers of
@@ -189,47 +193,34 @@ class CheckpointFileManager:
             raise errors[0]
         return [f.result() for f in futures]
 
-    def publish_manifest(self, manifest: Manifest) -> PublishResult:
+    def publish_manifest(self, manifest: Manifest) -> Manifest:
         """Publish a version; call it only after every file the manifest names is uploaded.
 
-        The manifest is created with put-if-absent, so two attempts can never both believe they
-        committed different contents for one version. If the version already exists:
-        - same bytes: our own earlier try (e.g. a response lost and retried) - success;
-        - other content: another attempt (a task retry or a restarted run re-committing the same batch)
-          completed first. Spark recomputes a version from the same input and the same previous
-          version, so its content is what ours would be; we adopt it (`adopted=True`). The caller must
-          drop its live copy and restore from the checkpoint on next load; our uploaded files become
-          orphans for `sparkstate gc`. An existing manifest that cannot be parsed is an error.
+        The last attempt to commit a version is the one that counts, as with Spark's own providers under
+        checkpoint format 1: a batch re-executed after a crash (with new input, say, or non-deterministic
+        functions) replaces what the killed attempt committed, which Spark's commit log never recorded.
+        Created with put-if-absent; if the version exists:
+        - same bytes: our own earlier try (a lost response, retried): nothing to do;
+        - other content (or a manifest that cannot be parsed): replaced atomically (a single PUT, or
+          os.replace), so readers see one complete manifest or the other. The replaced manifest's files
+          are not touched: they become orphans for `sparkstate gc` once no manifest lists them.
         """
         version = manifest.version
         path = self.manifest_path(version)
         data = manifest.to_bytes()
-        if self.fileio.create_exclusive(path, data):
-            durable, adopted = manifest, False
-        else:
+        if not self.fileio.create_exclusive(path, data):
             try:
                 existing = self.fileio.read_bytes(path)
             except FileNotFoundError:
-                # Removed between our attempt and the read (only retention of a far older version
-                # does that); refuse rather than guess.
-                raise CheckpointError(f"manifest {path} existed when committing version {version} but "
-                                      f"vanished before it could be read; retry the commit") from None
-            if existing == data:
-                durable, adopted = manifest, False
-            else:
-                durable, adopted = Manifest.from_bytes(existing, path), True
-                if durable.version != version or durable.backend != manifest.backend:
-                    raise CorruptCheckpointError(
-                        f"manifest {path} (version {durable.version}, backend {durable.backend}) conflicts "
-                        f"with the commit of version {version} (backend {manifest.backend})")
-                log.warning("version %d at %s was already committed by another attempt (writer %s, %d keys); "
-                            "adopting it and discarding this attempt (writer %s, %d keys)", version, self.root,
-                            durable.writer_instance_id, durable.num_keys, manifest.writer_instance_id,
-                            manifest.num_keys)
-                data = existing
+                existing = None  # removed meanwhile (retention of a far older run): write ours
+            if existing != data:
+                log.info("version %d at %s is committed again; replacing %s with this attempt's (writer %s, "
+                         "run %s, %d keys)", version, self.root, _describe_writer(existing, path),
+                         manifest.writer_instance_id, manifest.query_run_id, manifest.num_keys)
+                self.fileio.write_bytes_atomic(path, data)
         with self._lock:
-            self._cache[version] = (header_crc(data) or 0, len(data), durable)
-        return PublishResult(durable, adopted)
+            self._cache[version] = (header_crc(data) or 0, len(data), manifest)
+        return manifest
 
     # ---- restore --------------------------------------------------------------------------------
     def fetch_to_cache(self, ref: SharedFileRef, cache_dir: str, version: int, verify_cached: bool = False) -> str:

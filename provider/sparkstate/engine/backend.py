@@ -58,9 +58,6 @@ class SnapshotOutcome:
     files_reused: int
     bytes_uploaded: int
     flush_ms: int = 0  # part of the prepare phase spent flushing memtables (0 if not applicable)
-    # True when another attempt had already committed this version: `manifest` is that attempt's and
-    # the live backend does not hold it, so the store must restore on its next load.
-    adopted: bool = False
     # Backend-specific values for CUSTOM_METRICS names, applied over the generic mapping (e.g. the heap
     # backend reports its background snapshot time as sparkstateUploadMs).
     custom: dict[str, int] = field(default_factory=dict)

@@ -271,7 +271,7 @@ class HeapBackend(Backend):
     def upload_snapshot(self, resources: SnapshotResources) -> SnapshotOutcome:
         assert isinstance(resources, DeltaResources) and resources.new_view is not None
         try:
-            outcome, adopted, delta_ms = self._delta.upload(resources)
+            outcome, delta_ms = self._delta.upload(resources)
         except BaseException:
             self._map.retire(resources.new_view)  # not committed: writes stay on top of the old head
             self._journal_lost = True             # ... and no journal holds them any more
@@ -281,19 +281,12 @@ class HeapBackend(Backend):
             self._runner.take_result()
         elif full is not None and not full.lineage <= {r.remote for r in outcome.manifest.shared_files}:
             self._runner.take_result()  # a snapshot of a version this lineage abandoned (retry): useless
-        if adopted:
-            # Another attempt committed this version first: its manifest is durable, our live map is not
-            # that version. Keep the old head; the store marks itself dirty and restores on next load.
-            self._map.retire(resources.new_view)
-            self._journal_lost = True
-            outcome.adopted = True
-        else:
-            view = resources.new_view
-            view.files = outcome.manifest.shared_files
-            self._committed[resources.version] = view
-            self._head = view
-            self._evict()
-            self._maybe_start_full()
+        view = resources.new_view
+        view.files = outcome.manifest.shared_files
+        self._committed[resources.version] = view
+        self._head = view
+        self._evict()
+        self._maybe_start_full()
         fulls = self._runner.completed
         new_fulls, self._fulls_reported = fulls - self._fulls_reported, fulls
         if full is not None:

@@ -8,7 +8,7 @@ ChainRestore       the manifest's chain: at most one `full-<s>.arrow`, then the 
 from __future__ import annotations
 
 from ..checkpoint import Manifest, SharedFileRef
-from ..errors import CheckpointError, CorruptCheckpointError
+from ..errors import CorruptCheckpointError
 from . import heap_files as hf
 from .backend import BackendContext
 

@@ -40,17 +40,6 @@ from .heap_map import VersionedMap, View
 log = logging.getLogger(__name__)
 
 
-def publish_manifest(ctx: BackendContext, manifest: Manifest, attempt_id: str) -> tuple[Manifest, bool]:
-    """Write a version's manifest last; returns (the durable manifest, adopted-another-attempt's)."""
-    fm = ctx.file_manager
-    publish = getattr(fm, "publish_manifest", None)
-    if publish is not None:  # put-if-absent variant: an earlier attempt's manifest may win
-        result = publish(manifest)
-        return result.manifest, result.adopted
-    fm.write_manifest(manifest, attempt_id)
-    return manifest, False
-
-
 def _staging_dir(ctx: BackendContext) -> str:
     path = ctx.layout.new_ckpt_dir()
     os.makedirs(path)
@@ -158,8 +147,8 @@ class HeapDeltaSnapshot:
                               journal=journal, base_files=base_files, new_view=view, num_keys=len(m),
                               prepare_ms=_ms(time.perf_counter() - t0))
 
-    def upload(self, res: DeltaResources) -> tuple[SnapshotOutcome, bool, int]:
-        """Returns (outcome, adopted, ms spent finishing the delta file)."""
+    def upload(self, res: DeltaResources) -> tuple[SnapshotOutcome, int]:
+        """Returns (outcome, ms spent finishing the delta file)."""
         t0 = time.perf_counter()
         # A version without changes has no delta file: its chain is its parent's. A finished journal is
         # never deleted here, even if the manifest fails: the failure may be ambiguous (written anyway).
@@ -169,10 +158,10 @@ class HeapDeltaSnapshot:
         manifest = Manifest(version=res.version, backend="heap", num_keys=res.num_keys,
                             writer_instance_id=self.ctx.instance_id, query_run_id=self.ctx.query_run_id,
                             created_ms=int(time.time() * 1000), shared_files=shared)
-        durable, adopted = publish_manifest(self.ctx, manifest, res.attempt_id)
-        outcome = SnapshotOutcome(manifest=durable, files_uploaded=len(refs),
+        self.ctx.file_manager.publish_manifest(manifest)
+        outcome = SnapshotOutcome(manifest=manifest, files_uploaded=len(refs),
                                   files_reused=len(res.base_files), bytes_uploaded=sum(r.size for r in refs))
-        return outcome, adopted, delta_ms
+        return outcome, delta_ms
 
 
 # ---- background full snapshot -----------------------------------------------------------------------

@@ -152,9 +152,15 @@ def _row_bytes(rows: list[tuple[bytes, bytes]]) -> int:
 
 
 class RocksDBBackend(Backend):
-    """One open rocksdict database in `db_dir` with its lineage (local SST name -> remote file)."""
+    """One open rocksdict database in `db_dir` with its lineage (local SST name -> remote file).
 
-    def __init__(self, ctx: BackendContext, db_dir: str, lineage: dict[str, SharedFileRef], num_keys: int) -> None:
+    `base` is the manifest of the committed version the database started from (restored, or last
+    committed; None: the empty version 0). `rewind` to that version rebuilds the database from it and the
+    local cache, without reading the checkpoint: an abort (a cancelled task, a failed batch) costs a
+    database reopen, not a restore."""
+
+    def __init__(self, ctx: BackendContext, db_dir: str, lineage: dict[str, SharedFileRef], num_keys: int,
+                 base: Manifest | None = None) -> None:
         self.ctx = ctx
         self.db_dir = db_dir
         options, self._cache = make_options(ctx.settings)
@@ -164,6 +170,7 @@ class RocksDBBackend(Backend):
         self._db.set_write_options(wo)
         self._lineage = lineage
         self._num_keys = num_keys
+        self._base = base
         self._known: dict[bytes, bool] = {}
         self._cursors: set[RocksDBCursor] = set()
         self._snapshot_strategy = IncrementalSstSnapshot(ctx)
@@ -271,6 +278,7 @@ class RocksDBBackend(Backend):
         assert isinstance(resources, SstSnapshotResources)
         outcome, lineage = self._snapshot_strategy.upload(resources, self._lineage)
         self._lineage = lineage
+        self._base = outcome.manifest
         self.ctx.layout.prune_cache(outcome.manifest.remote_names())
         outcome.flush_ms = resources.flush_ms
         return outcome
@@ -278,6 +286,27 @@ class RocksDBBackend(Backend):
     def release_snapshot(self, resources: SnapshotResources) -> None:
         assert isinstance(resources, SstSnapshotResources)
         self._snapshot_strategy.release(resources)
+
+    # ---- versions -------------------------------------------------------------------------------
+    def rewind(self, version: int) -> bool:
+        """Rebuild the database as committed `version` from local files, if it is the base version."""
+        base_version = self._base.version if self._base is not None else 0
+        if self._db is None or version != base_version:
+            return False
+        self.close()
+        restored = choose_restore(self.ctx, self._base).run()  # the lineage's files are in cache/
+        try:
+            options, self._cache = make_options(self.ctx.settings)
+            self._db = rocksdict.Rdict(restored.db_dir, options)
+            wo = rocksdict.WriteOptions()
+            wo.disable_wal = True
+            self._db.set_write_options(wo)
+        except BaseException:
+            shutil.rmtree(restored.db_dir, ignore_errors=True)
+            raise
+        self.db_dir, self._lineage, self._num_keys = restored.db_dir, restored.lineage, restored.num_keys
+        self.ctx.layout.remove_other_dbs(keep=restored.db_dir)
+        return True
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def close(self) -> None:
@@ -294,7 +323,7 @@ def open_rocksdb_backend(ctx: BackendContext, manifest: Manifest | None) -> Rock
     """BackendBuilder for RocksDB: run the restore that fits, open the result, drop stale local dirs."""
     restored = choose_restore(ctx, manifest).run()
     try:
-        backend = RocksDBBackend(ctx, restored.db_dir, restored.lineage, restored.num_keys)
+        backend = RocksDBBackend(ctx, restored.db_dir, restored.lineage, restored.num_keys, manifest)
     except BaseException:
         shutil.rmtree(restored.db_dir, ignore_errors=True)
         raise

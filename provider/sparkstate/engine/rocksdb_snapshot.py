@@ -73,14 +73,7 @@ class IncrementalSstSnapshot:
                             writer_instance_id=self.ctx.instance_id, query_run_id=self.ctx.query_run_id,
                             created_ms=int(time.time() * 1000), shared_files=shared,
                             private_files=tuple(private))
-        published = fm.publish_manifest(manifest)
-        if published.adopted:
-            # Another attempt committed this version first; our files are orphans and our database
-            # is not that version. Keep the old lineage: the store restores before it is used again.
-            outcome = SnapshotOutcome(manifest=published.manifest, files_uploaded=len(uploaded.refs),
-                                      files_reused=len(reused), bytes_uploaded=uploaded.bytes_uploaded,
-                                      adopted=True)
-            return outcome, dict(lineage)
+        fm.publish_manifest(manifest)
         self._add_to_cache(res.ckpt_dir, uploaded.refs)
         outcome = SnapshotOutcome(manifest=manifest, files_uploaded=len(uploaded.refs),
                                   files_reused=len(reused), bytes_uploaded=uploaded.bytes_uploaded)

@@ -84,7 +84,7 @@ class StoreSpec:
         setting, `<stateLocation>/<query key>/<op>/<part>[/<storeName>]` (the layout below
         `<ckpt>/state`; Spark omits the name of the `default` store and so do we). The query key is
         derived from the checkpoint root (`query_key`), so two queries given the same stateLocation
-        never share (and silently adopt) each other's versions."""
+        never share (and silently replace) each other's versions."""
         base = self.settings.state_location
         if not base:
             return self.checkpoint_location
@@ -311,8 +311,7 @@ class Store:
                 "sparkstateCheckpointBytes": outcome.manifest.total_bytes,
             })
             self._custom.update({k: v for k, v in outcome.custom.items() if k in self._custom})
-            # adopted: another attempt's manifest is the durable v+1, not our live database
-            self._version, self._dirty, self._state = new_version, outcome.adopted, State.COMMITTED
+            self._version, self._dirty, self._state = new_version, False, State.COMMITTED
             return CommitResult(version=new_version, metrics=dict(self._custom))
 
     def abort(self) -> None:

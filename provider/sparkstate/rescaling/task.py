@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from ..checkpoint import CheckpointFileManager, Manifest
-from ..checkpoint.file_manager import PublishResult
 from ..engine.backend import BackendContext
 from ..engine.local_layout import InstanceLayout
 from ..engine.store import Store, StoreSpec, storage_conf_for
@@ -52,10 +51,10 @@ class StagingFileManager(CheckpointFileManager):
         self._staged_path, self._staging_io = staged_path, staging_io
         self.staged: Manifest | None = None
 
-    def publish_manifest(self, manifest: Manifest) -> PublishResult:
+    def publish_manifest(self, manifest: Manifest) -> Manifest:
         self._staging_io.write_bytes_atomic(self._staged_path, manifest.to_bytes())
         self.staged = manifest
-        return PublishResult(manifest, False)
+        return manifest
 
 
 def _files_exist(fm: CheckpointFileManager, manifest: Manifest) -> bool:
