@@ -1,11 +1,12 @@
 """The driver killed with SIGKILL at random points of the commit path, ten times in a row, restarting
 from the checkpoint each time: the results are exact at the end and no worker process is left over.
 
-Each run is a separate driver process (crash_driver.py, in a session of its own). A fault rule in the
-store workers SIGKILLs the whole process group (python driver, its JVM, every worker) at a randomly
-chosen batch and partition, at one of three points: before the store commits, after its files are
-uploaded but before its manifest is written, and after the manifest is written but before Spark records
-the batch. The input and the expected result are plain Python.
+Each run is a separate driver process (crash_driver.py, in a session of its own) running the same
+aggregation on both backends at once. A fault rule in the store workers SIGKILLs the whole process
+group (python driver, its JVM, every worker) at a randomly chosen batch and partition of either query,
+at one of three points: before a store commits, after its files are uploaded but before its manifest is
+written, and after the manifest is written but before Spark records the batch; the other query is caught
+wherever it is. The input and the expected result are plain Python.
 """
 from __future__ import annotations
 
@@ -52,14 +53,17 @@ def _input(workdir: str, seed: int) -> dict[str, tuple[int, int]]:
     return {k: (n, t) for k, (n, t) in expected.items()}
 
 
-def _committed(workdir: str) -> int:
-    commits = os.path.join(workdir, "ckpt", "commits")
+BACKENDS = ["rocksdb", "heap"]
+
+
+def _committed(workdir: str, backend: str) -> int:
+    commits = os.path.join(workdir, backend, "ckpt", "commits")
     return len([n for n in os.listdir(commits) if n.isdigit()]) if os.path.isdir(commits) else 0
 
 
-def _run(workdir: str, backend: str, python: str, timeout_s: float = 240) -> int:
+def _run(workdir: str, python: str, timeout_s: float = 240) -> int:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.Popen([sys.executable, DRIVER, workdir, backend, python], start_new_session=True,
+    proc = subprocess.Popen([sys.executable, DRIVER, workdir, python, *BACKENDS], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=open(os.path.join(workdir, "driver.log"), "a"),
                             env=env)
     try:
@@ -89,8 +93,7 @@ def _leftover_workers(tag: str) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
-def test_driver_killed_ten_times_mid_commit_then_exact(tmp_path, backend):
+def test_driver_killed_ten_times_mid_commit_then_exact(tmp_path):
     workdir = str(tmp_path)
     expected = _input(workdir, seed=71)
     rng = random.Random(72)
@@ -98,7 +101,7 @@ def test_driver_killed_ten_times_mid_commit_then_exact(tmp_path, backend):
     for attempt in range(KILLS + 5):
         if kills == KILLS:
             break
-        done = _committed(workdir)
+        done = min(_committed(workdir, b) for b in BACKENDS)
         target, stage = rng.choice(POINTS)
         version = done + 1 + rng.randrange(2)  # batch `done` commits version done+1
         marker = str(tmp_path / f"kill-{attempt}")
@@ -106,7 +109,7 @@ def test_driver_killed_ten_times_mid_commit_then_exact(tmp_path, backend):
                 "when": f"version == {version} and partition in (None, {rng.randrange(3)})"}
         run_dir = tmp_path / f"run-{attempt}"
         run_dir.mkdir()
-        code = _run(workdir, backend, fault_python(str(run_dir), [rule]))
+        code = _run(workdir, fault_python(str(run_dir), [rule]))
         if fired(marker):
             assert code == -9, f"the run was killed but exited with {code}"
             kills += 1
@@ -116,15 +119,16 @@ def test_driver_killed_ten_times_mid_commit_then_exact(tmp_path, backend):
             assert not _leftover_workers(marker), "worker processes outlived the killed driver"
         else:
             assert code == 0, f"driver failed with {code}: {open(os.path.join(workdir, 'driver.log')).read()[-3000:]}"
-            if _committed(workdir) >= N_FILES:
+            if done >= N_FILES:
                 break
     assert kills == KILLS, f"only {kills} kills happened (the input ran out first)"
     os.makedirs(tmp_path / "final")
-    assert _run(workdir, backend, fault_python(str(tmp_path / "final"), [])) == 0
-    assert _committed(workdir) == N_FILES
-    latest: dict[str, tuple[int, int]] = {}
-    for path in sorted(glob.glob(os.path.join(workdir, "out", "batch-*.json")),
-                       key=lambda p: int(p.rsplit("-", 1)[1].split(".")[0])):
-        for row in json.load(open(path)):
-            latest[row["k"]] = (row["n"], row["total"])
-    assert latest == expected
+    assert _run(workdir, fault_python(str(tmp_path / "final"), [])) == 0
+    for backend in BACKENDS:
+        assert _committed(workdir, backend) == N_FILES
+        latest: dict[str, tuple[int, int]] = {}
+        for path in sorted(glob.glob(os.path.join(workdir, backend, "out", "batch-*.json")),
+                           key=lambda p: int(p.rsplit("-", 1)[1].split(".")[0])):
+            for row in json.load(open(path)):
+                latest[row["k"]] = (row["n"], row["total"])
+        assert latest == expected, f"{backend}: the results after ten crashes differ"

@@ -149,3 +149,30 @@ def test_cancelled_job_keeps_its_workers(spark, tmp_path, backend, transport):
     assert all(not _gone(pid) for pid in before), "a cancelled task's worker died"
     assert after & before, f"the next run used new workers {after} instead of {before}"
     job.assert_matches_batch()
+
+
+def test_a_stopped_query_frees_the_task_threads_of_a_hung_worker(spark, tmp_path):
+    """query.stop() while a task waits in a control call (py4j, which an interrupt cannot end) on a
+    stopped worker: the task thread is freed within the heartbeat timeout (the watchdog kills the
+    worker), so no executor slot stays taken."""
+    job = AggregationCase(spark, tmp_path, seed=35)
+    job.source.add_all(job.files)
+    marker = str(tmp_path / "stop")
+    rule = {"target": "sparkstate.engine.store:Store.load", "action": "sigstop", "times": 1, "marker": marker}
+    with session_conf(spark, {PREFIX + "pythonExec": fault_python(str(tmp_path), [rule])}):
+        query = job.writer().option("checkpointLocation", job.checkpoint).start()
+        try:
+            deadline = time.monotonic() + 60
+            while not fired(marker) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert fired(marker), "no worker was stopped"
+        finally:
+            query.stop()
+    stopped = time.monotonic()
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    while time.monotonic() - stopped < HEARTBEAT_MS / 1000 + 20:
+        if sum(e.numRunningTasks() for e in tracker.getExecutorInfos()) == 0:
+            break
+        time.sleep(0.2)
+    assert sum(e.numRunningTasks() for e in tracker.getExecutorInfos()) == 0, "a task thread is still blocked"
+    assert _wait_gone(fired(marker)[0]["pid"])
