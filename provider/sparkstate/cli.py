@@ -53,11 +53,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _gc(argv: list[str]) -> int:
-    from .checkpoint.gc import DEFAULT_GRACE_S, collect_garbage, format_report, state_root
+    from .checkpoint.gc import DEFAULT_GRACE_S, collect_garbage, format_report
+    from .checkpoint.location import open_fileio, state_root
     from .config import PREFIX, Settings
-    from .engine.store import StoreSpec, storage_conf_for
     from .errors import SparkstateError
-    from .storage import fileio_for
 
     p = argparse.ArgumentParser(prog="sparkstate gc", description="Delete orphaned sparkstate checkpoint files.")
     p.add_argument("--checkpoint", required=True, help="the query's checkpointLocation")
@@ -80,11 +79,7 @@ def _gc(argv: list[str]) -> int:
     try:
         settings = Settings.parse(settings_raw)
         root = state_root(args.checkpoint, args.state_location or settings.state_location)
-        spec = StoreSpec(checkpoint_location=root, operator_id=0, partition_id=0, store_name="default",
-                         instance_id="gc", query_run_id="gc", key_schema_json="{}", value_schema_json="{}",
-                         num_cols_prefix_key=0, num_partitions=1, min_versions_to_retain=1,
-                         settings=settings, hadoop_s3a=s3a)
-        io = fileio_for(root, storage_conf_for(root, spec))
+        io = open_fileio(root, settings, s3a)
         report = collect_garbage(root, io, dry_run=args.dry_run, grace_s=args.grace_seconds)
     except SparkstateError as e:
         print(f"sparkstate gc: {e}", file=sys.stderr)

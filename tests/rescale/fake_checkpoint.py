@@ -9,7 +9,7 @@ import struct
 from dataclasses import dataclass, field
 
 from sparkstate.config import PREFIX, PROVIDER_CLASS
-from sparkstate.engine.store import Store, StoreSpec
+from sparkstate.engine import Store, StoreSpec
 
 AGG_KEY = {"type": "struct", "fields": [{"name": "k", "type": "integer", "nullable": True, "metadata": {}}]}
 EMPTY_KEY = {"type": "struct", "fields": []}

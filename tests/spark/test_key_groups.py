@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="rea
 
 
 def _stored_entries(store_dir: str, tmp_path) -> list[bytes]:
-    from sparkstate.engine.store import Store, StoreSpec
+    from sparkstate.engine import Store, StoreSpec
 
     spec = StoreSpec.from_json({
         "checkpointLocation": store_dir, "operatorId": 0, "partitionId": int(os.path.basename(store_dir)),

@@ -8,10 +8,11 @@ import uuid
 
 import pytest
 
-from sparkstate.checkpoint.gc import collect_garbage, state_root
+from sparkstate.checkpoint.gc import collect_garbage
+from sparkstate.checkpoint.location import state_root
 from sparkstate.cli import main as cli_main
 from sparkstate.engine import Store
-from sparkstate.engine.store import query_key
+from sparkstate.checkpoint.location import query_key
 from sparkstate.errors import CorruptCheckpointError, StorageError
 from sparkstate.keygroups import storage_key
 from sparkstate.storage.s3 import S3FileIO

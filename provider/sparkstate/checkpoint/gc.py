@@ -57,14 +57,6 @@ class GcReport:
         return sum(s.orphan_bytes for s in self.stores)
 
 
-def state_root(checkpoint: str, state_location: str | None) -> str:
-    """Where the stores of the query at `checkpoint` live (see `StoreSpec.state_location`)."""
-    if not state_location:
-        return checkpoint.rstrip("/") + "/state"
-    from ..engine.store import query_key
-    return state_location.rstrip("/") + "/" + query_key(checkpoint)
-
-
 def collect_garbage(root: str, fileio: FileIO | None = None, *, dry_run: bool = False,
                     grace_s: float = DEFAULT_GRACE_S, now: float | None = None) -> GcReport:
     """Find (and unless `dry_run`, delete) orphans of every store under `root`."""
@@ -131,4 +123,4 @@ def format_report(report: GcReport) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["collect_garbage", "format_report", "state_root", "GcReport", "StoreGc", "CheckpointError"]
+__all__ = ["collect_garbage", "format_report", "GcReport", "StoreGc", "CheckpointError"]

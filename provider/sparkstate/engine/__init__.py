@@ -1,4 +1,5 @@
-"""The store engine: lifecycle (Store) over pluggable backends (RocksDB now, heap later)."""
-from .store import CommitResult, LoadResult, State, Store, StoreMetrics, StoreSpec
+"""The store engine: the lifecycle of one store (Store) over a backend (RocksDB or heap)."""
+from .spec import StoreSpec
+from .store import CommitResult, LoadResult, State, Store, StoreMetrics
 
 __all__ = ["Store", "StoreSpec", "LoadResult", "CommitResult", "StoreMetrics", "State"]

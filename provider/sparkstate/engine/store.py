@@ -6,120 +6,26 @@ owns remote names. Top-level methods read as a list of timed phases.
 from __future__ import annotations
 
 import enum
-import json
 import os
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Collection, Sequence
 
 from ..checkpoint import CheckpointFileManager, Manifest
-from ..config import Settings
-from ..errors import CheckpointError, ConfigError, StoreStateError, VersionNotFoundError
-from ..storage import FileIO, fileio_for
+from ..checkpoint.location import open_file_manager
+from ..errors import CheckpointError, StoreStateError, VersionNotFoundError
+from ..storage import FileIO
 from .backend import Backend, BackendContext, Cursor, builder_for, run_snapshot
 from .local_layout import InstanceLayout, safe_name
+from .spec import StoreSpec
 
 CUSTOM_METRICS = (
     "sparkstateCommitMs", "sparkstateLoadMs", "sparkstateCheckpointLoads", "sparkstateFlushMs",
     "sparkstateUploadMs", "sparkstateFilesUploaded", "sparkstateFilesReused", "sparkstateBytesUploaded",
     "sparkstateCheckpointBytes",
 )
-
-
-@dataclass(frozen=True)
-class StoreSpec:
-    """What the worker's `open` call says about a store (architecture.md §3)."""
-
-    checkpoint_location: str
-    operator_id: int
-    partition_id: int
-    store_name: str
-    instance_id: str
-    query_run_id: str
-    key_schema_json: str
-    value_schema_json: str
-    num_cols_prefix_key: int
-    num_partitions: int
-    min_versions_to_retain: int
-    settings: Settings = field(default_factory=Settings)
-    # The Hadoop conf's `fs.s3a.*` entries (endpoint, credentials...). May hold secrets: never in repr.
-    hadoop_s3a: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
-
-    _FIELDS = (("checkpointLocation", "checkpoint_location", str), ("operatorId", "operator_id", int),
-               ("partitionId", "partition_id", int), ("storeName", "store_name", str),
-               ("instanceId", "instance_id", str), ("queryRunId", "query_run_id", str),
-               ("keySchema", "key_schema_json", str), ("valueSchema", "value_schema_json", str),
-               ("numColsPrefixKey", "num_cols_prefix_key", int), ("numPartitions", "num_partitions", int),
-               ("minVersionsToRetain", "min_versions_to_retain", int))
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any] | str) -> "StoreSpec":
-        if isinstance(doc, str):
-            doc = json.loads(doc)
-        values: dict[str, Any] = {}
-        for key, name, kind in cls._FIELDS:
-            if key not in doc:
-                raise ConfigError(f"store spec lacks '{key}'")
-            try:
-                values[name] = kind(doc[key])
-            except (TypeError, ValueError):
-                raise ConfigError(f"store spec field '{key}' is not a valid {kind.__name__}: {doc[key]!r}") from None
-        values["settings"] = Settings.parse({str(k): str(v) for k, v in (doc.get("settings") or {}).items()})
-        values["hadoop_s3a"] = {str(k): str(v) for k, v in (doc.get("hadoopS3a") or {}).items()}
-        return cls(**values)
-
-    def checkpoint_root(self) -> str:
-        """The query's checkpointLocation: the store location minus `/state/<op>/<part>[/<name>]`."""
-        loc = self.checkpoint_location.rstrip("/")
-        for tail in (f"/state/{self.operator_id}/{self.partition_id}/{self.store_name}",
-                     f"/state/{self.operator_id}/{self.partition_id}"):
-            if loc.endswith(tail):
-                return loc[: -len(tail)]
-        return loc
-
-    def state_location(self) -> str:
-        """Where this store's files live: Spark's store checkpoint location, or, with the `stateLocation`
-        setting, `<stateLocation>/<query key>/<op>/<part>[/<storeName>]` (the layout below
-        `<ckpt>/state`; Spark omits the name of the `default` store and so do we). The query key is
-        derived from the checkpoint root (`query_key`), so two queries given the same stateLocation
-        never share (and silently replace) each other's versions."""
-        base = self.settings.state_location
-        if not base:
-            return self.checkpoint_location
-        parts = [base.rstrip("/"), query_key(self.checkpoint_root()), str(self.operator_id), str(self.partition_id)]
-        if self.store_name != "default":
-            parts.append(self.store_name)
-        return "/".join(parts)
-
-    def describe(self) -> str:
-        return (f"store (op={self.operator_id}, part={self.partition_id}, name={self.store_name}) "
-                f"at {self.state_location()}")
-
-
-def query_key(checkpoint_root: str) -> str:
-    """`<last path component>-<10 hex of sha256(normalized root)>`: stable for one checkpoint
-    location, readable, and distinct between queries. Local roots are normalized (`file:` URIs and
-    relative paths to absolute paths) so `sparkstate gc --checkpoint /x` finds what Spark wrote for
-    `file:/x`. Moving a checkpoint to another path therefore needs its state moved too."""
-    import hashlib
-    import re
-
-    root = checkpoint_root.rstrip("/")
-    if root[:5].lower() == "file:" or "://" not in root:
-        from ..storage.local import local_path
-        root = os.path.normpath(os.path.abspath(local_path(root)))
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", root.rsplit("/", 1)[-1])[:40] or "root"
-    return f"{name}-{hashlib.sha256(root.encode('utf-8')).hexdigest()[:10]}"
-
-
-def storage_conf_for(location: str, spec: StoreSpec) -> Any:
-    """Scheme-specific storage options for `location` (S3Options for s3:// and s3a://; None otherwise)."""
-    if location.split("://", 1)[0].lower() in ("s3", "s3a") and "://" in location:
-        from ..storage.s3 import S3Options
-        return S3Options.from_conf(spec.settings, spec.hadoop_s3a)
-    return None
 
 
 @dataclass(frozen=True)
@@ -200,10 +106,7 @@ class Store:
         self.spec = spec
         root = local_root or spec.settings.local_dir or os.path.join(tempfile.gettempdir(), f"sparkstate-local-{os.getuid()}")
         self._layout = InstanceLayout(os.path.join(root, safe_name(spec.instance_id)))
-        location = spec.state_location()
-        if fileio is None:
-            fileio = fileio_for(location, storage_conf_for(location, spec))
-        self._file_manager = CheckpointFileManager(location, fileio, io_threads=spec.settings.io_threads)
+        self._file_manager = open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a, fileio)
         self._ctx = BackendContext(settings=spec.settings, layout=self._layout, file_manager=self._file_manager,
                                    instance_id=spec.instance_id, query_run_id=spec.query_run_id,
                                    num_cols_prefix_key=spec.num_cols_prefix_key)

@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass, field
 from math import gcd
 from typing import Any
 
-from ..checkpoint import CheckpointFileManager
 from ..config import PREFIX, PROVIDER_CLASS, Settings
 from ..errors import CheckpointError
+from ..checkpoint.location import open_file_manager
 from ..storage import FileIO, fileio_for
 from ..storage.local import local_path_or_none
 from .spark_logs import (PROVIDER_CLASS_CONF, RescaleError, SparkLogs, is_single_partition_key,
@@ -260,15 +260,14 @@ def _operator_ids(fio: FileIO, state_root: str) -> list[int]:
 
 def _check_old_versions(plan: Plan) -> str:
     """Every old store must have the latest committed version, all with one backend; returns it."""
-    from ..engine.store import StoreSpec, storage_conf_for
+    from ..engine import StoreSpec
 
     backends: dict[str, str] = {}
     for store in plan.stores:
         parts = [0] if store.single_partition else range(plan.old_partitions)
         for part in parts:
             spec = StoreSpec.from_json(store_spec_doc(plan, store, part, "plan"))
-            location = spec.state_location()
-            fm = CheckpointFileManager(location, fileio_for(location, storage_conf_for(location, spec)))
+            fm = open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a)
             try:
                 manifest = fm.read_manifest(plan.old_version)
             except CheckpointError as e:

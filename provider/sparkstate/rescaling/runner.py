@@ -28,7 +28,8 @@ from typing import Any, Callable
 
 from ..checkpoint import CheckpointFileManager
 from ..config import PREFIX
-from ..engine.store import StoreSpec, storage_conf_for
+from ..checkpoint.location import open_file_manager
+from ..engine import StoreSpec
 from ..storage import FileIO, fileio_for
 from ..storage.local import local_path_or_none
 from .plan import STAGING_DIR, Plan, build_plan, join, normalize_checkpoint, store_spec_doc
@@ -294,9 +295,7 @@ def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list
             except FileNotFoundError:
                 raise RescaleError(f"staged manifest {path} is missing after the job; re-run the rescale") from None
             spec = StoreSpec.from_json(store_spec_doc(plan, store, part, "publish"))
-            location = spec.state_location()
-            staged.append((CheckpointFileManager(location, fileio_for(location, storage_conf_for(location, spec))),
-                           data))
+            staged.append((open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a), data))
     if progress:
         progress(Progress(len(results), plan.new_partitions, sum(r["dataBytes"] for r in results),
                           sum(r["rows"] for r in results), "publishing"))

@@ -25,7 +25,8 @@ import numpy as np
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..engine.backend import BackendContext
 from ..engine.local_layout import InstanceLayout
-from ..engine.store import Store, StoreSpec, storage_conf_for
+from ..checkpoint.location import open_file_manager, open_fileio
+from ..engine import Store, StoreSpec
 from ..storage import FileIO, fileio_for
 from .plan import Plan, StorePlan, join, store_spec_doc
 from .spark_logs import RescaleError
@@ -127,8 +128,7 @@ def _staged_outputs_intact(plan: Plan, part: int, staging_io: FileIO) -> bool:
         except Exception:  # noqa: BLE001 - missing or unreadable: redo the partition
             return False
         spec = StoreSpec.from_json(store_spec_doc(plan, store, part, "check"))
-        location = spec.state_location()
-        fm = CheckpointFileManager(location, fileio_for(location, storage_conf_for(location, spec)))
+        fm = open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a)
         if not _files_exist(fm, manifest):
             return False
     return True
@@ -139,7 +139,7 @@ def _new_target(plan: Plan, store: StorePlan, part: int, root: str, staging_io: 
     spec = StoreSpec.from_json(store_spec_doc(plan, store, part, f"rescale-w-{uuid.uuid4().hex[:12]}"))
     location = spec.state_location()
     layout = InstanceLayout(os.path.join(root, spec.instance_id))
-    fm = StagingFileManager(location, fileio_for(location, storage_conf_for(location, spec)),
+    fm = StagingFileManager(location, open_fileio(location, spec.settings, spec.hadoop_s3a),
                             staged_manifest_path(plan, store, part), staging_io, spec.settings.io_threads)
     ctx = BackendContext(settings=spec.settings, layout=layout, file_manager=fm,
                          instance_id=spec.instance_id, query_run_id=spec.query_run_id)

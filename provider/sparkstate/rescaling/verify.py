@@ -17,7 +17,7 @@ import uuid
 from collections import defaultdict
 from typing import Iterator
 
-from ..engine.store import Store, StoreSpec
+from ..engine import Store, StoreSpec
 from ..keygroups import KEY_GROUP_BYTES
 from .plan import Plan, StorePlan, store_spec_doc
 from .spark_logs import RescaleError

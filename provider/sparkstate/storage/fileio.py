@@ -1,19 +1,24 @@
 """FileIO: the handful of file verbs the checkpoint layer needs, independent of the storage system.
 
-Why so few verbs: every engine file operation goes through this interface, so tests can inject faults
-by path, and an object store (S3) only has to implement these. Nothing here relies on rename being
-atomic on the remote side except `write_bytes_atomic`, whose contract is "readers see the old or the
-new content, never a torn one" (os.replace locally; a single PUT on object stores).
+Why so few verbs (ten): every file operation of the checkpoint layer goes through this interface, so
+tests inject faults by path, and an object store (S3) only has to implement these. Nothing here relies
+on rename being atomic on the remote side except `write_bytes_atomic`, whose contract is "readers see
+the old or the new content, never a torn one" (os.replace locally; a single PUT on object stores).
 
 Paths are strings in the storage's own syntax (a local path, or a URI such as `file:/tmp/x`), joined
 with `join`. Missing files raise `FileNotFoundError` from `read_bytes`, `download_file` and `size`.
+
+Implementations are chosen by URI scheme and imported on first use (`fileio_for`), so the interface
+imports none of them: local use never imports boto3, and no implementation imports back into here
+beyond the interface.
 """
 from __future__ import annotations
 
 import posixpath
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+import importlib
+from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
@@ -75,30 +80,39 @@ class FileIO(ABC):
         return posixpath.join(*parts)
 
 
-# Scheme -> factory(storage_conf). The checkpoint layer needs no change per scheme because it only ever
-# holds a FileIO and path strings. `storage_conf` is scheme-specific (an `S3Options` for s3/s3a, ignored
-# locally) and may be None (defaults: e.g. boto3's standard credential chain).
-_FACTORIES: dict[str, Callable[[Any], FileIO]] = {}
+    def local_path(self, path: str) -> str | None:
+        """The local file system path of `path`, when this storage is the local file system: a caller may
+        then write a file in place instead of staging and uploading it. None for remote storage."""
+        return None
 
 
-def register_scheme(scheme: str, factory: Callable[[Any], FileIO]) -> None:
-    _FACTORIES[scheme.lower()] = factory
+# Scheme -> the module under `sparkstate.storage` that implements it, imported on first use. Each module
+# defines `open_fileio(storage_conf)` and `storage_options(settings, hadoop_conf)`.
+_SCHEMES = {"": "local", "file": "local", "s3": "s3", "s3a": "s3"}
 
 
-def _ensure_registered() -> None:
-    # S3 registers itself on import; imported lazily so local-only use never imports boto3.
-    if "s3" not in _FACTORIES:
-        from . import s3  # noqa: F401
+def scheme_of(uri: str) -> str:
+    """'' for plain paths, else the lower-case URI scheme (`file`, `s3`, `s3a`, ...)."""
+    return urlsplit(uri).scheme.lower() if "://" in uri or uri.lower().startswith("file:") else ""
+
+
+def _implementation(uri: str) -> Any:
+    scheme = scheme_of(uri)
+    module = _SCHEMES.get(scheme)
+    if module is None:
+        raise ConfigError(
+            f"checkpoint location {uri!r} uses scheme '{scheme}:', which sparkstate cannot write "
+            f"(supported: plain paths, {', '.join(s + ':' for s in sorted(_SCHEMES) if s)})")
+    return importlib.import_module(f"{__package__}.{module}")
 
 
 def fileio_for(uri: str, storage_conf: Any = None) -> FileIO:
-    """The FileIO for a checkpoint location: plain paths and `file:` URIs are local, `s3://` and
-    `s3a://` are S3."""
-    _ensure_registered()
-    scheme = urlsplit(uri).scheme.lower() if "://" in uri or uri.lower().startswith("file:") else ""
-    factory = _FACTORIES.get(scheme)
-    if factory is None:
-        raise ConfigError(
-            f"checkpoint location {uri!r} uses scheme '{scheme}:', which sparkstate cannot write yet "
-            f"(supported: plain paths, {', '.join(s + ':' for s in sorted(_FACTORIES) if s)})")
-    return factory(storage_conf)
+    """The FileIO for a location: plain paths and `file:` URIs are local, `s3://` and `s3a://` are S3.
+    `storage_conf` is the implementation's options object (None: its defaults)."""
+    return _implementation(uri).open_fileio(storage_conf)
+
+
+def storage_options(uri: str, settings: Any, hadoop_conf: Mapping[str, str]) -> Any:
+    """The options object for `uri`'s storage built from sparkstate settings and the Hadoop conf's
+    entries (e.g. S3 endpoint and credentials); None where the storage takes none."""
+    return _implementation(uri).storage_options(settings, hadoop_conf)

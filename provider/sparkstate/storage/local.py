@@ -11,11 +11,11 @@ import errno
 import os
 import uuid
 from contextlib import contextmanager
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from .. import liveness
 from ..errors import local_disk_error
-from .fileio import FileInfo, FileIO, register_scheme
+from .fileio import FileInfo, FileIO
 
 _CHUNK = 1 << 20
 
@@ -89,6 +89,9 @@ def _tmp_sibling(target: str) -> str:
 
 class LocalFileIO(FileIO):
     """FileIO over `os`; parent directories are created on write."""
+
+    def local_path(self, path: str) -> str:
+        return local_path(path)
 
     def read_bytes(self, path: str) -> bytes:
         with open(local_path(path), "rb") as f:
@@ -197,5 +200,10 @@ def _remove_quietly(path: str) -> None:
             raise
 
 
-register_scheme("", lambda _conf: LocalFileIO())
-register_scheme("file", lambda _conf: LocalFileIO())
+def open_fileio(_conf: Any) -> FileIO:
+    """The FileIO of plain paths and `file:` URIs (see storage.fileio)."""
+    return LocalFileIO()
+
+
+def storage_options(_settings: Any, _hadoop_conf: Any) -> None:
+    return None

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from .. import liveness
 from ..errors import ConfigError, StorageError
-from .fileio import FileInfo, FileIO, register_scheme
+from .fileio import FileInfo, FileIO
 
 MULTIPART_THRESHOLD = 16 << 20
 MULTIPART_CHUNK = 8 << 20
@@ -281,13 +281,14 @@ def _scrub(message: str, secrets: Iterable[str]) -> str:
     return message
 
 
-def _factory(conf: Any) -> FileIO:
+def open_fileio(conf: Any) -> FileIO:
+    """The FileIO of `s3://` and `s3a://` locations (see storage.fileio)."""
     if conf is not None and not isinstance(conf, S3Options):
         raise TypeError(f"S3 storage needs S3Options, got {type(conf).__name__}")
     return S3FileIO(conf)
 
 
-register_scheme("s3", _factory)
-register_scheme("s3a", _factory)
+def storage_options(settings: Any, hadoop_conf: Mapping[str, str]) -> S3Options:
+    return S3Options.from_conf(settings, hadoop_conf)
 
 __all__ = ["S3FileIO", "S3Options", "split_uri", "DELETE_BATCH", "MULTIPART_THRESHOLD"]

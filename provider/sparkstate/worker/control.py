@@ -15,7 +15,7 @@ import traceback
 from typing import Any, Callable
 
 from .. import __version__
-from ..engine.store import StoreSpec
+from ..engine import StoreSpec
 from . import protocol as p
 from .dispatcher import Session
 from .registry import StoreRegistry

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import threading
 
-from ..engine.store import Store, StoreSpec
+from ..engine import Store, StoreSpec
 
 
 class UnknownHandleError(KeyError):

@@ -1,0 +1,65 @@
+"""StoreSpec: what the worker's `open` call says about a store (docs/architecture.md §3)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..checkpoint.location import StoreLocation
+from ..config import Settings
+from ..errors import ConfigError
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """What the worker's `open` call says about a store (architecture.md §3)."""
+
+    checkpoint_location: str
+    operator_id: int
+    partition_id: int
+    store_name: str
+    instance_id: str
+    query_run_id: str
+    key_schema_json: str
+    value_schema_json: str
+    num_cols_prefix_key: int
+    num_partitions: int
+    min_versions_to_retain: int
+    settings: Settings = field(default_factory=Settings)
+    # The Hadoop conf's `fs.s3a.*` entries (endpoint, credentials...). May hold secrets: never in repr.
+    hadoop_s3a: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (("checkpointLocation", "checkpoint_location", str), ("operatorId", "operator_id", int),
+               ("partitionId", "partition_id", int), ("storeName", "store_name", str),
+               ("instanceId", "instance_id", str), ("queryRunId", "query_run_id", str),
+               ("keySchema", "key_schema_json", str), ("valueSchema", "value_schema_json", str),
+               ("numColsPrefixKey", "num_cols_prefix_key", int), ("numPartitions", "num_partitions", int),
+               ("minVersionsToRetain", "min_versions_to_retain", int))
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any] | str) -> "StoreSpec":
+        if isinstance(doc, str):
+            doc = json.loads(doc)
+        values: dict[str, Any] = {}
+        for key, name, kind in cls._FIELDS:
+            if key not in doc:
+                raise ConfigError(f"store spec lacks '{key}'")
+            try:
+                values[name] = kind(doc[key])
+            except (TypeError, ValueError):
+                raise ConfigError(f"store spec field '{key}' is not a valid {kind.__name__}: {doc[key]!r}") from None
+        values["settings"] = Settings.parse({str(k): str(v) for k, v in (doc.get("settings") or {}).items()})
+        values["hadoop_s3a"] = {str(k): str(v) for k, v in (doc.get("hadoopS3a") or {}).items()}
+        return cls(**values)
+
+    @property
+    def location(self) -> StoreLocation:
+        return StoreLocation(self.checkpoint_location, self.operator_id, self.partition_id, self.store_name,
+                             self.settings.state_location)
+
+    def state_location(self) -> str:
+        """Where this store's files live (`StoreLocation.state_location`)."""
+        return self.location.state_location()
+
+    def describe(self) -> str:
+        return self.location.describe()
