@@ -5,7 +5,7 @@ import pytest
 
 from sparkstate.checkpoint import CheckpointFileManager, Manifest, PrivateFile
 from sparkstate.errors import CorruptCheckpointError, VersionNotFoundError
-from tests.storage.faulty import FaultyFileIO
+from tests.storage.instrumented import InstrumentedFileIO
 
 
 def commit(fm: CheckpointFileManager, tmp_path, version: int, new_files: dict[str, bytes], reuse=()) -> Manifest:
@@ -111,7 +111,7 @@ def test_cleanup_keeps_newest_and_deletes_unreferenced(fm, tmp_path):
 
 
 def test_cleanup_never_lists_files_dir(tmp_path):
-    io = FaultyFileIO()
+    io = InstrumentedFileIO()
     fm = CheckpointFileManager(str(tmp_path / "ckpt"), io)
     for v in range(1, 5):
         commit(fm, tmp_path, v, {f"f{v}.sst": b"x"})

@@ -11,7 +11,7 @@ import pytest
 from sparkstate.engine import Store
 from sparkstate.engine.heap_files import parse_local_name
 from sparkstate.errors import CheckpointError
-from tests.storage.faulty import FaultyFileIO
+from tests.storage.instrumented import InstrumentedFileIO
 
 from .conftest import contents, make_spec, settle
 
@@ -73,8 +73,8 @@ def test_versions_in_memory_are_capped(new_store):
 
 
 def test_failed_background_snapshot_leaves_every_version_loadable(new_store):
-    io = FaultyFileIO()
-    io.fail("upload_file", "*full-*")
+    io = InstrumentedFileIO()
+    io.fail("open_write", "*full-*")
     s = new_store(fileio=io, heap_snapshot_every=1)
     s.load(0)
     for v in range(1, 4):
@@ -98,14 +98,9 @@ def test_failed_background_snapshot_leaves_every_version_loadable(new_store):
 def test_commit_does_not_wait_for_the_background_snapshot(new_store):
     """A full snapshot blocked in its upload does not block the following commits."""
     gate = threading.Event()
-
-    class BlockingIO(FaultyFileIO):
-        def upload_file(self, local_path_, path):
-            if "full-" in path:
-                assert gate.wait(30)
-            return super().upload_file(local_path_, path)
-
-    s = new_store(fileio=BlockingIO(), heap_snapshot_every=1)
+    io = InstrumentedFileIO()
+    io.delay("open_write", "*full-*", gate=gate)
+    s = new_store(fileio=io, heap_snapshot_every=1)
     s.load(0)
     s.apply_batch([kv(i) for i in range(50)])
     s.commit()                         # starts the background snapshot of version 1, which blocks
@@ -127,15 +122,9 @@ def test_commit_does_not_wait_for_the_background_snapshot(new_store):
 
 
 def test_retry_rolls_back_while_a_background_snapshot_reads_a_later_version(new_store):
-    gate = threading.Event()
-
-    class SlowIO(FaultyFileIO):
-        def upload_file(self, local_path_, path):
-            if "full-" in path:
-                gate.wait(0.5)
-            return super().upload_file(local_path_, path)
-
-    s = new_store(fileio=SlowIO(), heap_snapshot_every=2)
+    io = InstrumentedFileIO()
+    io.delay("open_write", "*full-*", seconds=0.5)
+    s = new_store(fileio=io, heap_snapshot_every=2)
     s.load(0)
     s.apply_batch([kv(1)])
     s.commit()
@@ -160,20 +149,20 @@ def test_wrong_backend_checkpoint_is_a_clear_error(backend, tmp_path):
 
 
 CRASHING_WRITER = textwrap.dedent("""
-    import sys, time
+    import sys, threading
     from sparkstate.engine import Store
-    from sparkstate.storage import LocalFileIO
     from tests.engine.conftest import make_spec
+    from tests.storage.instrumented import InstrumentedFileIO
 
-    class StuckIO(LocalFileIO):
-        def upload_file(self, local_path_, path):
-            if "full-" in path:
-                print("SNAPSHOT-IN-FLIGHT", flush=True)
-                time.sleep(600)  # killed here, mid background write
-            return super().upload_file(local_path_, path)
+    class Announce(threading.Event):  # a gate that says when a background write reaches it
+        def wait(self, timeout=None):
+            print("SNAPSHOT-IN-FLIGHT", flush=True)
+            return super().wait(600)  # killed here, mid background write
 
+    io = InstrumentedFileIO()
+    io.delay("open_write", "*full-*", gate=Announce())
     ckpt, local = sys.argv[1], sys.argv[2]
-    s = Store(make_spec(ckpt, "victim", backend="heap", heap_snapshot_every=2), local, fileio=StuckIO())
+    s = Store(make_spec(ckpt, "victim", backend="heap", heap_snapshot_every=2), local, fileio=io)
     s.load(0)
     for v in range(1, 5):
         s.apply_batch([(b"\\0\\0\\0\\1k%d" % i, b"%d" % (v * 1000 + i)) for i in range(v * 20)]
@@ -181,7 +170,7 @@ CRASHING_WRITER = textwrap.dedent("""
         s.commit()
         s.load(v)
     print("COMMITTED 4", flush=True)
-    time.sleep(600)
+    threading.Event().wait(600)
 """)
 
 

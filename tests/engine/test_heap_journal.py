@@ -6,7 +6,7 @@ import pytest
 from sparkstate.engine import heap_files as hf
 from sparkstate.engine import heap_snapshot
 from sparkstate.errors import CorruptCheckpointError
-from tests.storage.faulty import FaultyFileIO
+from tests.storage.instrumented import InstrumentedFileIO
 
 from .conftest import contents
 
@@ -93,7 +93,7 @@ def test_journal_failure_falls_back_to_the_delta_from_memory(new_store, monkeypa
 
 
 def test_staged_journal_on_other_storage_is_uploaded_at_commit(new_store, tmp_path):
-    s = new_store(fileio=FaultyFileIO())
+    s = new_store(fileio=InstrumentedFileIO(in_place=False))  # remote storage: no writing in place
     s.load(0)
     s.apply_batch([kv(i) for i in range(100)])
     assert files(new_store) == set()              # staged locally until the commit

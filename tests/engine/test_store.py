@@ -8,7 +8,7 @@ from sparkstate.engine import State, Store, StoreSpec
 from sparkstate.engine.store import CUSTOM_METRICS
 from sparkstate.errors import ConfigError, CorruptCheckpointError, StoreStateError, VersionNotFoundError
 from sparkstate.keygroups import storage_key
-from tests.storage.faulty import FaultyFileIO, InjectedFault
+from tests.storage.instrumented import InjectedFault, InstrumentedFileIO
 
 from .conftest import contents, settle
 
@@ -289,17 +289,21 @@ def test_two_instances_share_checkpoint(new_store, tmp_path):
     assert contents(b) == {b"from-a": b"1", b"from-b": b"2", b"from-a-again": b"3"}
 
 
-@pytest.mark.parametrize("verb,pattern", [("upload_file", "*/files/2-*"),
-                                          ("create_exclusive", "*/manifests/2.manifest")])
-def test_failed_commit_leaves_previous_version_loadable(new_store, verb, pattern):
-    io = FaultyFileIO()
+@pytest.mark.parametrize("backend,verb,pattern,after_bytes", [
+    ("rocksdb", "upload_file", "*/files/2-*", None),      # an SST upload fails
+    ("heap", "open_write", "*/files/2-*", 300),           # the delta, written in place, fails halfway
+    ("rocksdb", "create_exclusive", "*/manifests/2.manifest", None),
+    ("heap", "create_exclusive", "*/manifests/2.manifest", None),
+])
+def test_failed_commit_leaves_previous_version_loadable(new_store, verb, pattern, after_bytes):
+    io = InstrumentedFileIO()
     s = new_store(fileio=io)
     s.load(0)
     s.apply_batch([kv(i) for i in range(100)])
     s.commit()
     s.load(1)
+    io.fail(verb, pattern, after_bytes=after_bytes)
     s.apply_batch([kv(i, b"new") for i in range(100, 200)])
-    io.fail(verb, pattern)
     with pytest.raises(InjectedFault):
         s.commit()
     assert s.state is State.ABORTED
@@ -423,7 +427,7 @@ def test_two_writers_of_one_version_never_mix_it(new_store):
 
 
 def test_abort_after_writes_rewinds_without_reading_the_checkpoint(new_store):
-    io = FaultyFileIO()
+    io = InstrumentedFileIO()
     s = new_store(fileio=io)
     s.load(0)
     s.apply_batch([kv(i) for i in range(300)])

@@ -1,20 +1,23 @@
-"""CheckpointFileManager: owns every remote name of one store's checkpoint, and nothing else.
+"""CheckpointFileManager: owns every remote name and every remote write of one store's checkpoint.
 
-The engine hands it local directories, local file names and versions; it never builds a remote path.
+The engine hands it local directories, local file names and versions, and writes the files of a commit
+through it (`upload_new_files` for files that exist locally, `new_file` for files written as a stream);
+it never builds a remote path. It also fills and prunes the engine's local cache of remote files.
 """
 from __future__ import annotations
 
 import logging
 import os
 import re
+import shutil
 import threading
 import uuid
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence, TypeVar
+from typing import BinaryIO, Callable, Iterable, Sequence, TypeVar
 
-from ..errors import CheckpointError, CorruptCheckpointError, VersionNotFoundError
+from ..errors import CheckpointError, CorruptCheckpointError, VersionNotFoundError, local_disk_error
 from ..storage import FileIO, fileio_for
 from .manifest import Manifest, SharedFileRef, header_crc
 
@@ -75,7 +78,7 @@ class CheckpointFileManager:
         <root>/files/<version>-<id>-<localName>      immutable files (SSTs, heap deltas and snapshots);
                                                      <id> is the commit attempt
 
-    Local tree (owned by the engine; this class only fills `cache/`)::
+    Local tree (the engine's; this class fills and prunes `cache/`)::
 
         <instanceDir>/cache/<remote name>            verified copies (size + crc32) of remote files
         <instanceDir>/db-<n>/                        live database (hard links into cache/ + private files)
@@ -222,6 +225,64 @@ class CheckpointFileManager:
             self._cache[version] = (header_crc(data) or 0, len(data), manifest)
         return manifest
 
+    def new_file(self, version: int, attempt_id: str, local_name: str, staging_dir: str) -> "NewFile":
+        """A file of `version` to be written as a stream (a heap journal or snapshot): in place under
+        `files/` where the storage writes in place (`FileIO.open_write`), else in `staging_dir` and
+        uploaded by `NewFile.finish`. Either way it is unreferenced until a manifest names it."""
+        remote = self.remote_name(version, attempt_id, local_name)
+        target = self.file_path(remote)
+        f = self.fileio.open_write(target)
+        staged = None
+        if f is None:
+            os.makedirs(staging_dir, exist_ok=True)
+            staged = os.path.join(staging_dir, f"{attempt_id}-{local_name}")
+            f = open(staged, "xb")
+        return NewFile(self, remote, local_name, target, staged, f)
+
+    def publish_staged_manifest(self, version: int, data: bytes) -> None:
+        """Publish a manifest prepared elsewhere (a rescale's staged version): put-if-absent; the same bytes
+        already there mean an earlier run of the same step published it. Other content is an error: the
+        version was committed by someone else since the manifest was staged."""
+        path = self.manifest_path(version)
+        if not self.fileio.create_exclusive(path, data) and self.fileio.read_bytes(path) != data:
+            raise CheckpointError(f"{path} already exists with other content: the checkpoint changed since this "
+                                  "version was prepared")
+        with self._lock:
+            self._cache.pop(version, None)
+
+    # ---- local cache ----------------------------------------------------------------------------
+    @staticmethod
+    def add_to_cache(cache_dir: str, local_dir: str, refs: Sequence[SharedFileRef]) -> None:
+        """Hard-link just uploaded files (`local_dir/<ref.local>`) into the cache, so a later restore needs
+        no download. Best effort: the version is durable already, a missing entry is only downloaded."""
+        os.makedirs(cache_dir, exist_ok=True)
+        for ref in refs:
+            target = os.path.join(cache_dir, ref.remote)
+            try:
+                os.link(os.path.join(local_dir, ref.local), target)
+            except FileExistsError:
+                pass
+            except OSError:
+                try:
+                    shutil.copyfile(os.path.join(local_dir, ref.local), target)
+                except OSError:
+                    pass
+
+    @staticmethod
+    def prune_cache(cache_dir: str, keep_remote_names: Iterable[str]) -> None:
+        """Remove cached files the current lineage no longer references (they stay on the remote)."""
+        keep = set(keep_remote_names)
+        try:
+            names = os.listdir(cache_dir)
+        except FileNotFoundError:
+            return
+        for name in names:
+            if name not in keep:
+                try:
+                    os.remove(os.path.join(cache_dir, name))
+                except OSError:
+                    pass
+
     # ---- restore --------------------------------------------------------------------------------
     def fetch_to_cache(self, ref: SharedFileRef, cache_dir: str, version: int, verify_cached: bool = False) -> str:
         """Local path of a verified copy of `ref` in `cache_dir`, downloading it if needed.
@@ -330,3 +391,73 @@ class CheckpointFileManager:
         with self._lock:
             for v in versions:
                 self._cache.pop(v, None)
+
+
+class NewFile:
+    """A file of a commit being written as a stream (`CheckpointFileManager.new_file`). It counts size and
+    crc32 as bytes go through `write`, so `finish` reads nothing back; it is file-like enough to be
+    pyarrow's sink (`write`, `flush`, `close`, `closed`; `close` leaves the file to `finish`)."""
+
+    def __init__(self, fm: CheckpointFileManager, remote: str, local: str, target: str, staged: str | None,
+                 f: BinaryIO) -> None:
+        self._fm, self.remote, self.local, self._target, self._staged, self._file = fm, remote, local, target, staged, f
+        self.size = 0
+        self.crc = 0
+        self.closed = False
+        self._ended = False
+
+    def write(self, data) -> int:
+        mv = memoryview(data)
+        self.crc = zlib.crc32(mv, self.crc)
+        self.size += mv.nbytes
+        try:
+            self._file.write(mv)
+        except OSError as e:
+            raise _named(e, self._staged or self._target) from e
+        return mv.nbytes
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self.closed = True  # the file itself is closed by finish or discard
+
+    def finish(self) -> SharedFileRef:
+        """Make the file durable (fsync; upload when staged); its reference, for a manifest to name."""
+        self._ended = True
+        try:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as e:
+            raise _named(e, self._staged or self._target) from e
+        finally:
+            self._file.close()
+        if self._staged is not None:
+            try:
+                self._fm.fileio.upload_file(self._staged, self._target)
+            finally:
+                _remove_local(self._staged)
+        return SharedFileRef(remote=self.remote, local=self.local, size=self.size, crc32=self.crc)
+
+    def discard(self) -> None:
+        """Delete a file no manifest will name (an abort, a rewind); idempotent."""
+        if self._ended:
+            return
+        self._ended = True
+        self._file.close()
+        if self._staged is not None:
+            _remove_local(self._staged)
+        else:
+            self._fm.fileio.delete_many([self._target])
+
+
+def _named(error: OSError, path: str) -> OSError:
+    """A full or read-only disk names the file being written (see errors.local_disk_error)."""
+    return local_disk_error(error, path, "write")
+
+
+def _remove_local(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass

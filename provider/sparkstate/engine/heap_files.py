@@ -25,17 +25,14 @@ File names (the `local` name in the manifest): `delta-<version>.arrow`, `full-<v
 """
 from __future__ import annotations
 
-import os
 import re
-import zlib
-from contextlib import contextmanager
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from .. import liveness
-from ..errors import CorruptCheckpointError, local_disk_error
+from ..errors import CorruptCheckpointError
 
 KIND_DELTA = "heap-delta"
 KIND_FULL = "heap-full"
@@ -109,110 +106,47 @@ def encode(kind: str, version: int, rows: Sequence[tuple[bytes, bytes | None]], 
     return sink.getvalue().to_pybytes()
 
 
-@contextmanager
-def _writing(path: str) -> Iterator[None]:
-    """A full or read-only disk names the file being written (pyarrow's errors do not)."""
-    try:
-        yield
-    except OSError as e:
-        named = local_disk_error(e, path, "write")
-        if named is e:
-            raise
-        raise named from e
-
-
 class StreamingWriter:
-    """Writes a (large) file batch by batch to a local path: used for full snapshots. The row count in
-    the schema is unknown up front, so it is stored as -1 there; readers count batches instead."""
+    """Writes a (large) file batch by batch into `sink` (the file manager's NewFile): used for full
+    snapshots. The row count in the schema is unknown up front, so it is stored as -1 there; readers
+    count batches instead."""
 
-    def __init__(self, path: str, kind: str, version: int, compression: str) -> None:
-        self.path = path
-        with _writing(path):
-            self._sink = pa.OSFile(path, "wb")
-            self._writer = pa.ipc.new_file(self._sink, schema(kind, version, -1), options=_options(compression))
+    def __init__(self, sink, kind: str, version: int, compression: str) -> None:
+        self._writer = pa.ipc.new_file(pa.PythonFile(sink, mode="w"), schema(kind, version, -1),
+                                       options=_options(compression))
         self.rows = 0
 
     def write_arrays(self, keys: pa.BinaryArray, values: pa.BinaryArray) -> None:
         """Rows given as two Arrow columns (built without a Python object per row)."""
         if len(keys):
-            with _writing(self.path):
-                self._writer.write_batch(_arrays_batch(keys, values))
+            self._writer.write_batch(_arrays_batch(keys, values))
             self.rows += len(keys)
             liveness.tick()
 
     def close(self) -> None:
-        try:
-            with _writing(self.path):
-                self._writer.close()
-        finally:
-            self._sink.close()
-
-
-class _CrcSink:
-    """File-like sink for pyarrow: writes through to an OS file, keeping size and crc32 as it goes."""
-
-    def __init__(self, f) -> None:
-        self._f = f
-        self.size = 0
-        self.crc = 0
-        self.closed = False
-
-    def write(self, data) -> int:
-        mv = memoryview(data)
-        self.crc = zlib.crc32(mv, self.crc)
-        self.size += mv.nbytes
-        self._f.write(mv)
-        return mv.nbytes
-
-    def flush(self) -> None:
-        self._f.flush()
-
-    def close(self) -> None:
-        self.closed = True  # the OS file is closed by JournalWriter, after fsync
+        """Write the footer (the sink stays open: its owner makes it durable)."""
+        self._writer.close()
 
 
 class JournalWriter:
-    """A v2 delta being written while its version's batch runs: one compressed record batch per
-    `append` (split at BATCH_ROWS). `finish` ends the stream and fsyncs; `discard` deletes the file."""
+    """A v2 delta being written while its version's batch runs, into `sink` (the file manager's
+    NewFile): one compressed record batch per `append` (split at BATCH_ROWS). `finish` ends the stream;
+    the sink's owner makes it durable."""
 
-    def __init__(self, path: str, version: int, compression: str) -> None:
-        self.path = path
-        with _writing(path):
-            self._file = open(path, "xb")
-        try:
-            self._sink = _CrcSink(self._file)
-            self._writer = pa.ipc.new_stream(pa.PythonFile(self._sink, mode="w"),
-                                             schema(KIND_DELTA, version, -1, DELTA_FORMAT_VERSION),
-                                             options=_options(compression))
-        except BaseException:
-            self._file.close()
-            os.remove(path)
-            raise
+    def __init__(self, sink, version: int, compression: str) -> None:
+        self._writer = pa.ipc.new_stream(pa.PythonFile(sink, mode="w"),
+                                         schema(KIND_DELTA, version, -1, DELTA_FORMAT_VERSION),
+                                         options=_options(compression))
         self.rows = 0
 
     def append(self, rows: Sequence[tuple[bytes, bytes | None]]) -> None:
-        with _writing(self.path):
-            for chunk in chunks(rows, BATCH_ROWS):
-                self._writer.write_batch(_batch(chunk))
-                self.rows += len(chunk)
+        for chunk in chunks(rows, BATCH_ROWS):
+            self._writer.write_batch(_batch(chunk))
+            self.rows += len(chunk)
 
-    def finish(self) -> tuple[int, int]:
-        """End the stream, flush and fsync the file; returns (size, crc32)."""
-        with _writing(self.path):
-            self._writer.close()
-            self._file.flush()
-            os.fsync(self._file.fileno())
-        self._file.close()
-        return self._sink.size, self._sink.crc
-
-    def discard(self) -> None:
-        try:
-            self._file.close()
-        finally:
-            try:
-                os.remove(self.path)
-            except FileNotFoundError:
-                pass
+    def finish(self) -> None:
+        """End the stream."""
+        self._writer.close()
 
 
 def _open(path: str, source: str):

@@ -65,7 +65,7 @@ class ChainRestore:
                 path = fm.fetch_to_cache(ref, layout.cache_dir, m.version, verify)
                 hf.apply_file(data, path, kind, v, fm.file_path(ref.remote))
         finally:
-            layout.prune_cache(frozenset())
+            fm.prune_cache(layout.cache_dir, ())
         if len(data) != m.num_keys:
             raise CorruptCheckpointError(f"version {m.version} at {source}: replaying its chain gives "
                                          f"{len(data)} keys, the manifest says {m.num_keys}")

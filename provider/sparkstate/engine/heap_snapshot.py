@@ -2,10 +2,10 @@
 
 DeltaJournal (while the batch runs): every `apply_batch` after the head version appends its records to
   `delta-<v>.arrow` of the version being written (an Arrow IPC stream, one compressed record batch per
-  call). On local storage it is written in place under its final, per-attempt remote name
-  `<v>-<attempt>-delta-<v>.arrow`; elsewhere in a local staging directory, uploaded at commit. Only a
-  manifest makes it part of a version: an aborted or rewound attempt's journal is deleted, or, after a
-  crash, left unreferenced for `sparkstate gc`.
+  call), a file of the file manager's (`new_file`): written in place under its final, per-attempt remote
+  name `<v>-<attempt>-delta-<v>.arrow` on local storage, staged locally and uploaded at commit elsewhere.
+  Only a manifest makes it part of a version: an aborted or rewound attempt's journal is deleted, or,
+  after a crash, left unreferenced for `sparkstate gc`.
 
 HeapDeltaSnapshot (every commit, synchronous: a commit is durable only once its delta is):
   prepare  freeze the new version as a copy-on-write view (O(1)); take over the journal;
@@ -14,7 +14,7 @@ HeapDeltaSnapshot (every commit, synchronous: a commit is durable only once its 
 
 HeapFullSnapshot (every `heap.snapshotEveryVersions` deltas, in the background):
   prepare  pin the committed view of version s (O(1));
-  upload   on the runner's thread: list the view's keys, stream its rows into `full-<s>.arrow`, upload.
+  upload   on the runner's thread: stream the view's rows into `full-<s>.arrow` (`new_file`, like a journal).
            No manifest is written: the next commit whose lineage contains s swaps the chain prefix for
            the full snapshot. A crash before that leaves an unreferenced file, never a broken version.
 
@@ -23,8 +23,6 @@ BackgroundSnapshotRunner runs at most one upload at a time, on a daemon thread, 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -32,18 +30,11 @@ from typing import Callable
 
 from ..checkpoint import Manifest, SharedFileRef
 from ..checkpoint.file_manager import new_attempt_id
-from ..storage.local import LocalFileIO, local_path
 from . import heap_files as hf
 from .backend import BackendContext, SnapshotOutcome, SnapshotResources
 from .heap_map import VersionedMap, View
 
 log = logging.getLogger(__name__)
-
-
-def _staging_dir(ctx: BackendContext) -> str:
-    path = ctx.layout.new_ckpt_dir()
-    os.makedirs(path)
-    return path
 
 
 def _ms(seconds: float) -> int:
@@ -52,46 +43,20 @@ def _ms(seconds: float) -> int:
 
 # ---- per-commit delta ---------------------------------------------------------------------------
 
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class DeltaJournal:
-    """The delta of `version`, appended to while its batch runs (see the module docstring)."""
+    """The delta of `version`, appended to while its batch runs (see the module docstring), written
+    through the file manager (`new_file`: in place on local storage, staged and uploaded elsewhere)."""
 
     def __init__(self, ctx: BackendContext, version: int) -> None:
-        self.ctx = ctx
         self.version = version
         self.attempt_id = new_attempt_id()
-        self.name = hf.local_name(hf.KIND_DELTA, version)
-        fm = ctx.file_manager
-        self.remote = fm.remote_name(version, self.attempt_id, self.name)
-        # In place only on plain local storage (subclasses, e.g. test fault injection, go through upload).
-        self._in_place = type(fm.fileio) is LocalFileIO
-        if self._in_place:
-            self._dir = local_path(fm.files_dir)
-            os.makedirs(self._dir, exist_ok=True)
-            path = os.path.join(self._dir, self.remote)
-        else:
-            self._dir = _staging_dir(ctx)
-            path = os.path.join(self._dir, self.name)
+        self._file = ctx.file_manager.new_file(version, self.attempt_id, hf.local_name(hf.KIND_DELTA, version),
+                                               ctx.layout.staging_dir)
         try:
-            self._writer = hf.JournalWriter(path, version, ctx.settings.heap_compression)
+            self._writer = hf.JournalWriter(self._file, version, ctx.settings.heap_compression)
         except BaseException:
-            if not self._in_place:
-                shutil.rmtree(self._dir, ignore_errors=True)
+            self._file.discard()
             raise
-        self._done = False
-        if self._in_place:
-            try:  # make the new directory entry durable now, during the batch, not at commit
-                _fsync_dir(self._dir)
-            except BaseException:
-                self.discard()
-                raise
 
     @property
     def rows(self) -> int:
@@ -102,27 +67,12 @@ class DeltaJournal:
 
     def finish(self) -> SharedFileRef:
         """Make the delta durable; returns its reference (not yet in any manifest)."""
-        self._done = True
-        try:
-            size, crc = self._writer.finish()
-            if self._in_place:  # its directory entry was fsynced when the journal was created
-                return SharedFileRef(remote=self.remote, local=self.name, size=size, crc32=crc)
-            return self.ctx.file_manager.upload_new_files(self.version, self.attempt_id, self._dir,
-                                                          [self.name]).refs[0]
-        finally:
-            if not self._in_place:
-                shutil.rmtree(self._dir, ignore_errors=True)
+        self._writer.finish()
+        return self._file.finish()
 
     def discard(self) -> None:
         """Delete an unfinished journal (abort, rewind, close): no manifest can reference it."""
-        if self._done:
-            return
-        self._done = True
-        try:
-            self._writer.discard()
-        finally:
-            if not self._in_place:
-                shutil.rmtree(self._dir, ignore_errors=True)
+        self._file.discard()
 
 
 @dataclass
@@ -194,26 +144,25 @@ class HeapFullSnapshot:
 
     def upload(self, res: FullResources, cancelled: threading.Event) -> tuple[SharedFileRef, int] | None:
         assert res.view is not None
-        staging = _staging_dir(self.ctx)
+        name = hf.local_name(hf.KIND_FULL, res.version)
+        f = self.ctx.file_manager.new_file(res.version, res.attempt_id, name, self.ctx.layout.staging_dir)
         try:
-            name = hf.local_name(hf.KIND_FULL, res.version)
-            writer = hf.StreamingWriter(os.path.join(staging, name), hf.KIND_FULL, res.version,
-                                        self.ctx.settings.heap_compression)
-            try:
-                # Columns built in C and numpy, never a Python loop per row: this thread shares the GIL
-                # with the data server's thread (or the task threads, transport=embedded).
-                for keys, values in self.map.view_batches(res.view, hf.BATCH_ROWS):
-                    if cancelled.is_set():
-                        return None
-                    writer.write_arrays(keys, values)
-            finally:
-                writer.close()
+            writer = hf.StreamingWriter(f, hf.KIND_FULL, res.version, self.ctx.settings.heap_compression)
+            # Columns built in C and numpy, never a Python loop per row: this thread shares the GIL
+            # with the data server's thread (or the task threads, transport=embedded).
+            for keys, values in self.map.view_batches(res.view, hf.BATCH_ROWS):
+                if cancelled.is_set():
+                    f.discard()
+                    return None
+                writer.write_arrays(keys, values)
+            writer.close()
             if cancelled.is_set():
+                f.discard()
                 return None
-            uploaded = self.ctx.file_manager.upload_new_files(res.version, res.attempt_id, staging, [name])
-            return uploaded.refs[0], writer.rows
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            return f.finish(), writer.rows
+        except BaseException:
+            f.discard()
+            raise
 
     def release(self, res: FullResources) -> None:
         if res.view is not None:

@@ -1,8 +1,9 @@
 """The local working directory of one store instance: `<localRoot>/<instanceId>/`.
 
-    cache/<remote name>   verified immutable checkpoint files (filled by CheckpointFileManager)
+    cache/<remote name>   verified immutable checkpoint files (filled and pruned by CheckpointFileManager)
     db-<n>/               live database; a restore always builds a fresh db-<n+1>, then drops older ones
     ckpt-<n>/             temporary database checkpoint of one commit
+    staging/              files of a commit written here before an upload (remote storage only)
 
 Numbers only grow (scanned at start), so a directory name is never reused while something may still
 hold it open, e.g. an old DB whose LOCK a leaked iterator keeps.
@@ -26,6 +27,7 @@ class InstanceLayout:
     def __init__(self, instance_dir: str) -> None:
         self.instance_dir = instance_dir
         self.cache_dir = os.path.join(instance_dir, "cache")
+        self.staging_dir = os.path.join(instance_dir, "staging")
         self._lock = threading.Lock()
         self._next = self._scan_max() + 1
 
@@ -64,19 +66,6 @@ class InstanceLayout:
             path = os.path.join(self.instance_dir, name)
             if _NUMBERED.match(name) and os.path.abspath(path) != os.path.abspath(keep):
                 shutil.rmtree(path, ignore_errors=True)
-
-    def prune_cache(self, keep_remote_names: set[str] | frozenset[str]) -> None:
-        """Remove cached files the current lineage no longer references (they stay on the remote)."""
-        try:
-            names = os.listdir(self.cache_dir)
-        except FileNotFoundError:
-            return
-        for name in names:
-            if name not in keep_remote_names:
-                try:
-                    os.remove(os.path.join(self.cache_dir, name))
-                except OSError:
-                    pass
 
     def delete_all(self) -> None:
         shutil.rmtree(self.instance_dir, ignore_errors=True)

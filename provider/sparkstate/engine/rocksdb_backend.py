@@ -279,7 +279,7 @@ class RocksDBBackend(Backend):
         outcome, lineage = self._snapshot_strategy.upload(resources, self._lineage)
         self._lineage = lineage
         self._base = outcome.manifest
-        self.ctx.layout.prune_cache(outcome.manifest.remote_names())
+        self.ctx.file_manager.prune_cache(self.ctx.layout.cache_dir, outcome.manifest.remote_names())
         outcome.flush_ms = resources.flush_ms
         return outcome
 
@@ -328,5 +328,5 @@ def open_rocksdb_backend(ctx: BackendContext, manifest: Manifest | None) -> Rock
         shutil.rmtree(restored.db_dir, ignore_errors=True)
         raise
     ctx.layout.remove_other_dbs(keep=restored.db_dir)
-    ctx.layout.prune_cache({ref.remote for ref in restored.lineage.values()})
+    ctx.file_manager.prune_cache(ctx.layout.cache_dir, {ref.remote for ref in restored.lineage.values()})
     return backend

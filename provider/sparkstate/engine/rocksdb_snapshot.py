@@ -74,27 +74,10 @@ class IncrementalSstSnapshot:
                             created_ms=int(time.time() * 1000), shared_files=shared,
                             private_files=tuple(private))
         fm.publish_manifest(manifest)
-        self._add_to_cache(res.ckpt_dir, uploaded.refs)
+        fm.add_to_cache(self.ctx.layout.cache_dir, res.ckpt_dir, uploaded.refs)
         outcome = SnapshotOutcome(manifest=manifest, files_uploaded=len(uploaded.refs),
                                   files_reused=len(reused), bytes_uploaded=uploaded.bytes_uploaded)
         return outcome, {ref.local: ref for ref in shared}
-
-    def _add_to_cache(self, ckpt_dir: str, refs: list[SharedFileRef]) -> None:
-        """Hard-link uploaded files into the cache so a later restore needs no download (best effort:
-        the version is already durable, and a missing cache entry is only re-downloaded)."""
-        cache = self.ctx.layout.cache_dir
-        os.makedirs(cache, exist_ok=True)
-        for ref in refs:
-            target = os.path.join(cache, ref.remote)
-            try:
-                os.link(os.path.join(ckpt_dir, ref.local), target)
-            except FileExistsError:
-                pass
-            except OSError:
-                try:
-                    shutil.copyfile(os.path.join(ckpt_dir, ref.local), target)
-                except OSError:
-                    pass
 
     def release(self, res: SstSnapshotResources) -> None:
         shutil.rmtree(res.ckpt_dir, ignore_errors=True)

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from ..checkpoint import CheckpointFileManager
 from ..config import PREFIX
+from ..errors import CheckpointError
 from ..checkpoint.location import open_file_manager
 from ..engine import StoreSpec
 from ..storage import FileIO, fileio_for
@@ -310,10 +311,10 @@ def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list
         raise RescaleError("injected failure after writing the offset log entry (test hook)")
     # 4. the stores' new version
     for fm, data in staged:
-        path = fm.manifest_path(plan.new_version)
-        if not fm.fileio.create_exclusive(path, data) and fm.fileio.read_bytes(path) != data:
-            raise RescaleError(f"{path} already exists with other content; the checkpoint was changed by "
-                               "someone else during the rescale")
+        try:
+            fm.publish_staged_manifest(plan.new_version, data)
+        except CheckpointError as e:
+            raise RescaleError(f"{e} (changed by someone else during the rescale)") from e
     # 5. commit the batch
     commit = logs.read_commit(plan.last_committed_batch).encode()
     if not fio.create_exclusive(logs.commit_path(plan.new_batch), commit):

@@ -18,7 +18,7 @@ import posixpath
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 import importlib
-from typing import Any, Iterable, Mapping
+from typing import Any, BinaryIO, Iterable, Mapping
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
@@ -79,6 +79,12 @@ class FileIO(ABC):
         """Join path parts with '/', the separator of every supported scheme."""
         return posixpath.join(*parts)
 
+
+    def open_write(self, path: str) -> BinaryIO | None:
+        """A new file at `path` opened for writing in place, its directory entry already durable; None
+        where the storage cannot write in place (object stores: the caller stages the file locally and
+        uploads it). The caller fsyncs and closes it; `path` must not exist (names are unique)."""
+        return None
 
     def local_path(self, path: str) -> str | None:
         """The local file system path of `path`, when this storage is the local file system: a caller may

@@ -11,7 +11,7 @@ import errno
 import os
 import uuid
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator
 
 from .. import liveness
 from ..errors import local_disk_error
@@ -92,6 +92,20 @@ class LocalFileIO(FileIO):
 
     def local_path(self, path: str) -> str:
         return local_path(path)
+
+    def open_write(self, path: str) -> BinaryIO:
+        target = local_path(path)
+        with _named("create", target):
+            directory = os.path.dirname(target) or "."
+            os.makedirs(directory, exist_ok=True)
+            f = open(target, "xb")
+            try:
+                _fsync_dir(directory)  # the entry is durable now, while the file is written, not at commit
+            except BaseException:
+                f.close()
+                _remove_quietly(target)
+                raise
+        return f
 
     def read_bytes(self, path: str) -> bytes:
         with open(local_path(path), "rb") as f:
