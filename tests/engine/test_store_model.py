@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from sparkstate.engine import Store
-from sparkstate.engine.heap_files import KIND_FULL, apply_file
+from sparkstate.engine.heap.files import KIND_FULL, apply_file
 from sparkstate.storage.local import local_path
 from sparkstate.errors import VersionNotFoundError
 
@@ -29,6 +29,7 @@ class StoreModel(RuleBasedStateMachine):
         self.instances = 0
         self.store = self._new_store()
         self.committed: dict[int, dict[bytes, bytes]] = {0: {}}
+        self.attempts: dict[int, list[dict[bytes, bytes]]] = {0: [{}]}  # every content a version had
         self.version = 0
         self.current: dict[bytes, bytes] = {}
         self.store.load(0)
@@ -79,6 +80,7 @@ class StoreModel(RuleBasedStateMachine):
         # Re-committing a version that exists (a retry after loading an older version) replaces it: the
         # last attempt to commit a version is the one that counts.
         self.committed[self.version] = dict(self.current)
+        self.attempts.setdefault(self.version, []).append(dict(self.current))
         self._load(self.version)
 
     @rule()
@@ -154,8 +156,10 @@ class HeapStoreModel(StoreModel):
             return
         data: dict[bytes, bytes] = {}
         fm = self.store.file_manager
-        apply_file(data, local_path(fm.file_path(result.ref.remote)), KIND_FULL, result.version, "test")
-        assert data == self.committed[result.version]  # never a later write, never a lost entry
+        apply_file(data, local_path(fm.file_path(result.outcome.ref.remote)), KIND_FULL, result.version, "test")
+        # Exactly one committed content of its version (never a later write, never a lost entry); a version
+        # committed again since keeps the snapshot of the attempt it was taken of, unreferenced.
+        assert data in self.attempts[result.version]
 
 
 TestHeapStoreModel = HeapStoreModel.TestCase

@@ -1,22 +1,22 @@
-"""The backend contract: what the store needs from a key-value engine, and nothing about how.
+"""The backend contract: what a store needs from a key-value engine, and nothing about how.
 
-A store never snapshots or restores a backend by hand. It asks a `BackendBuilder` for a backend
-restored from a manifest (or empty), and commits through `run_snapshot`, which drives the two phases
-every backend provides: `prepare_snapshot` (short, synchronous: e.g. a RocksDB flush + checkpoint, or an
-O(1) copy-on-write mark for a heap backend) and `upload_snapshot` (writes files, then the manifest
-last), releasing resources in `finally`. Adding a heap backend means implementing these classes; the
-store does not change.
+A store never snapshots or restores a backend by hand. It asks the builder of its backend
+(`backends.builder_for`) for a backend restored from a manifest (or empty): each backend picks one
+restore operation for the situation (a `RestoreOperation`: nothing to restore, an incremental restore,
+...). It commits through the snapshot runner (`snapshot_runner.run_snapshot`), a backend being the
+`SnapshotStrategy` of its own commits: `prepare_snapshot` (short, synchronous: a RocksDB flush and
+checkpoint, an O(1) copy-on-write freeze) pins an image, `upload_snapshot` writes its files and the
+manifest last, `release_snapshot` frees what prepare pinned. Rescaling fills new, empty stores through a
+`BulkLoader` (`backends.bulk_loader_for`).
 """
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence, TypeVar
 
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..config import Settings
-from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from .local_layout import InstanceLayout
@@ -130,36 +130,23 @@ class BackendBuilder(Protocol):
     def __call__(self, ctx: BackendContext, manifest: Manifest | None) -> Backend: ...
 
 
-def builder_for(backend_name: str) -> BackendBuilder:
-    """The builder for `settings.backend` (imported lazily so a heap-only setup needs no rocksdict)."""
-    if backend_name == "rocksdb":
-        from .rocksdb_backend import open_rocksdb_backend
-        return open_rocksdb_backend
-    if backend_name == "heap":
-        from .heap_backend import open_heap_backend
-        return open_heap_backend
-    raise ConfigError(f"unknown state backend {backend_name!r}")
+T = TypeVar("T")
 
 
-@dataclass
-class SnapshotTimings:
-    prepare_ms: int
-    upload_ms: int
+class RestoreOperation(Protocol[T]):
+    """One way of bringing a version back (chosen by a backend's builder); `run` does it, once."""
+
+    def run(self) -> T: ...
 
 
-def run_snapshot(backend: Backend, version: int,
-                 clock: Callable[[], float] = time.perf_counter) -> tuple[SnapshotOutcome, SnapshotTimings]:
-    """Drive both snapshot phases of any backend, timing each and always releasing the resources."""
-    t0 = clock()
-    resources = backend.prepare_snapshot(version)
-    t1 = clock()
-    try:
-        outcome = backend.upload_snapshot(resources)
-    finally:
-        backend.release_snapshot(resources)
-    t2 = clock()
-    return outcome, SnapshotTimings(prepare_ms=_ms(t1 - t0), upload_ms=_ms(t2 - t1))
+class BulkLoader(Protocol):
+    """Fills one new, empty store with the rows of several sources (rescaling: the old partitions), each
+    source's rows given in key order; `finish` returns the backend holding them all, uncommitted."""
 
+    def add(self, source: int, rows: Sequence[tuple[bytes, bytes]]) -> None: ...
 
-def _ms(seconds: float) -> int:
-    return int(round(seconds * 1000))
+    def end_source(self, source: int) -> None: ...
+
+    def finish(self) -> Backend: ...
+
+    def close(self) -> None: ...

@@ -17,7 +17,9 @@ from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager
 from ..errors import CheckpointError, StoreStateError, VersionNotFoundError
 from ..storage import FileIO
-from .backend import Backend, BackendContext, Cursor, builder_for, run_snapshot
+from .backend import Backend, BackendContext, Cursor
+from .backends import builder_for
+from .snapshot_runner import run_snapshot
 from .local_layout import InstanceLayout, safe_name
 from .spec import StoreSpec
 

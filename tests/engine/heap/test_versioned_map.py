@@ -2,7 +2,7 @@
 import pytest
 
 from sparkstate.config import HEAP_LAYOUTS
-from sparkstate.engine.heap_map import ABSENT, VersionedMap, scan_prefix_length
+from sparkstate.engine.heap.versioned_map import ABSENT, VersionedMap, scan_prefix_length
 
 
 @pytest.fixture(params=HEAP_LAYOUTS)
@@ -133,7 +133,7 @@ def test_memory_estimate_counts_the_old_values_images_hold(layout):
     before = m.memory_used_bytes()
     m.apply([(b"a", b"z" * 100), (b"c", b"n")])  # image: a -> 100-byte old value, c -> ABSENT
     grown = m.memory_used_bytes() - before
-    from sparkstate.engine.live_table import BYTES_OBJECT_OVERHEAD, DICT_ENTRY_BYTES, new_live_table
+    from sparkstate.engine.heap.live_table import BYTES_OBJECT_OVERHEAD, DICT_ENTRY_BYTES, new_live_table
     table = new_live_table(layout, {b"a": b"z" * 100, b"b": b"y" * 50})
     live_before = table.memory_bytes()
     table.put(b"c", b"n")

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkstate.engine import packed_table
-from sparkstate.engine.packed_table import LOAD, PackedTable
+from sparkstate.engine.heap import packed_table
+from sparkstate.engine.heap.packed_table import LOAD, PackedTable
 
 ABSENT = object()
 

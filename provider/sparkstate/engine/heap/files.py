@@ -31,8 +31,8 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from .. import liveness
-from ..errors import CorruptCheckpointError
+from ... import liveness
+from ...errors import CorruptCheckpointError
 
 KIND_DELTA = "heap-delta"
 KIND_FULL = "heap-full"

@@ -9,8 +9,8 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from ..checkpoint import Manifest, SharedFileRef
-from .backend import BackendContext
+from ...checkpoint import Manifest, SharedFileRef
+from ..backend import BackendContext
 
 
 @dataclass

@@ -5,7 +5,7 @@ import tracemalloc
 import pytest
 
 from sparkstate.config import HEAP_LAYOUTS
-from sparkstate.engine.live_table import new_live_table
+from sparkstate.engine.heap.live_table import new_live_table
 
 ABSENT = object()
 

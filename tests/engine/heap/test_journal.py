@@ -3,12 +3,12 @@ import os
 
 import pytest
 
-from sparkstate.engine import heap_files as hf
-from sparkstate.engine import heap_snapshot
+from sparkstate.engine.heap import files as hf
+from sparkstate.engine.heap import journal
 from sparkstate.errors import CorruptCheckpointError
 from tests.storage.instrumented import InstrumentedFileIO
 
-from .conftest import contents
+from ..conftest import contents
 
 pytestmark = pytest.mark.parametrize("backend", ["heap"])
 
@@ -74,7 +74,7 @@ def test_journal_failure_falls_back_to_the_delta_from_memory(new_store, monkeypa
     s.load(0)
     s.apply_batch([kv(1)])
     calls = {"n": 0}
-    real = heap_snapshot.DeltaJournal.append
+    real = journal.DeltaJournal.append
 
     def flaky(self, records):
         calls["n"] += 1
@@ -82,7 +82,7 @@ def test_journal_failure_falls_back_to_the_delta_from_memory(new_store, monkeypa
             raise OSError("disk full (test)")
         real(self, records)
 
-    monkeypatch.setattr(heap_snapshot.DeltaJournal, "append", flaky)
+    monkeypatch.setattr(journal.DeltaJournal, "append", flaky)
     s.apply_batch([kv(2), (kv(1)[0], None)])
     s.apply_batch([kv(3)])
     s.commit()

@@ -9,11 +9,11 @@ import threading
 import pytest
 
 from sparkstate.engine import Store
-from sparkstate.engine.heap_files import parse_local_name
+from sparkstate.engine.heap.files import parse_local_name
 from sparkstate.errors import CheckpointError
 from tests.storage.instrumented import InstrumentedFileIO
 
-from .conftest import contents, make_spec, settle
+from ..conftest import contents, make_spec, settle
 
 pytestmark = pytest.mark.parametrize("backend", ["heap"])
 
@@ -176,7 +176,7 @@ CRASHING_WRITER = textwrap.dedent("""
 
 def test_worker_killed_during_background_write_recovers_every_committed_version(backend, tmp_path):
     ckpt = f"file:{tmp_path}/ckpt"
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     proc = subprocess.Popen([sys.executable, "-c", CRASHING_WRITER, ckpt, str(tmp_path / "local")],
                             stdout=subprocess.PIPE, text=True, cwd=root)
     try:
@@ -204,8 +204,8 @@ def test_worker_killed_during_background_write_recovers_every_committed_version(
 
 @pytest.mark.parametrize("layout", ["packed", "dict"])
 def test_scan_cursor_chunks_by_rows_and_bytes_over_a_frozen_view(backend, layout):
-    from sparkstate.engine.heap_backend import HeapScanCursor
-    from sparkstate.engine.heap_map import VersionedMap
+    from sparkstate.engine.heap.cursors import HeapScanCursor
+    from sparkstate.engine.heap.versioned_map import VersionedMap
 
     m = VersionedMap({b"k%02d" % i: b"v" * 10 for i in range(30)}, prefix_index=False, layout=layout)
     cursor = HeapScanCursor(m, b"k1", None)  # an unindexed prefix: k10..k19

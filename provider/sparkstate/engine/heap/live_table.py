@@ -14,7 +14,7 @@ from typing import Iterable, Iterator, Mapping, Protocol
 
 import pyarrow as pa
 
-from ..config import HEAP_LAYOUTS
+from ...config import HEAP_LAYOUTS
 from .packed_table import PackedTable
 
 

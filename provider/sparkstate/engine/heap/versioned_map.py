@@ -47,14 +47,14 @@ ABSENT = _Absent()  # "no such key at this view" in a before image (a tombstone)
 class View:
     """A frozen image of the map. `version` is None for reader-only views (cursors)."""
 
-    __slots__ = ("version", "before", "pins", "retired", "files")
+    __slots__ = ("version", "before", "pins", "retired", "chain")
 
     def __init__(self, version: int | None) -> None:
         self.version = version
         self.before: dict[bytes, object] = {}
         self.pins = 0
         self.retired = False  # no longer wanted; dropped as soon as nobody pins it
-        self.files: tuple = ()  # checkpoint files of this version (set by the backend once durable)
+        self.chain = None  # the Chain of files of this version (set by the backend once durable)
 
     def __repr__(self) -> str:
         return f"View(version={self.version}, changed={len(self.before)}, pins={self.pins})"

@@ -1,7 +1,7 @@
 """RocksDB backend on rocksdict: raw byte keys, WAL off, bloom filter, per-store memtable and cache.
 
 Durability comes from checkpoints, not the WAL: a commit flushes and checkpoints (see
-rocksdb_snapshot), and anything not committed is discarded by restoring, so the WAL would only cost.
+snapshot.py), and anything not committed is discarded by restoring, so the WAL would only cost.
 
 Exact key count: RocksDB has none, so it is tracked here. Each write needs to know whether its key
 existed. `get` remembers the answer (`_known`), which covers the usual get-then-put of stateful
@@ -11,146 +11,20 @@ lives for one micro-batch (cleared at commit) and is bounded by KNOWN_KEYS_LIMIT
 from __future__ import annotations
 
 import shutil
-from itertools import chain, islice
 from typing import Sequence
 
 import rocksdict
 
-from ..checkpoint import Manifest, SharedFileRef
-from ..config import Settings
-from ..errors import StoreStateError
-from .backend import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
-from .rocksdb_restore import choose_restore
-from .rocksdb_snapshot import IncrementalSstSnapshot, SstSnapshotResources
+from ...checkpoint import Manifest, SharedFileRef
+from ...errors import StoreStateError
+from ..backend import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
+from .cursor import RocksDBCursor
+from .options import make_options
+from .restore import choose_restore
+from .snapshot import SstSnapshotResources, drop_checkpoint, take_checkpoint, upload_checkpoint
 
 # Bound on remembered key existence: enough for a big micro-batch of get-then-put, small in memory.
 KNOWN_KEYS_LIMIT = 200_000
-# RocksDB appends to its MANIFEST on every flush/compaction and only rolls it at this size; the whole
-# file is embedded in every checkpoint manifest, so keep it small.
-MAX_ROCKSDB_MANIFEST_BYTES = 1 << 20
-# Cursor runs: the first is small (it measures the row size), later ones aim at the chunk's byte limit.
-_FIRST_RUN_ROWS = 64
-_MAX_RUN_ROWS = 16384
-
-_COMPRESSION = {
-    "lz4": rocksdict.DBCompressionType.lz4,
-    "zstd": rocksdict.DBCompressionType.zstd,
-    "snappy": rocksdict.DBCompressionType.snappy,
-    "none": rocksdict.DBCompressionType.none,
-}
-
-
-def make_options(settings: Settings) -> tuple[rocksdict.Options, rocksdict.Cache | None]:
-    opt = rocksdict.Options(raw_mode=True)
-    opt.create_if_missing(True)
-    opt.set_write_buffer_size(settings.rocksdb_write_buffer_mb << 20)
-    opt.set_compression_type(_COMPRESSION[settings.rocksdb_compression]())
-    opt.set_max_manifest_file_size(MAX_ROCKSDB_MANIFEST_BYTES)
-    opt.set_keep_log_file_num(2)
-    table = rocksdict.BlockBasedOptions()
-    if settings.rocksdb_bloom_bits > 0:
-        table.set_bloom_filter(settings.rocksdb_bloom_bits, False)
-    cache = None
-    if settings.rocksdb_block_cache_mb > 0:
-        cache = rocksdict.Cache(settings.rocksdb_block_cache_mb << 20)
-        table.set_block_cache(cache)
-    else:
-        table.disable_cache()
-    opt.set_block_based_table_factory(table)
-    return opt, cache
-
-
-class RocksDBCursor(Cursor):
-    """Prefix scan over a rocksdict snapshot. Holding the snapshot/iterator keeps the DB LOCK held,
-    so `close` drops both references and the backend closes every open cursor before closing the DB.
-
-    Rows are pulled from the iterator in runs (`islice`, no Python code per row) into `_buffer`, which
-    always holds at least one row while the scan is not over, so `done` is exact. Runs are sized from
-    the rows seen so far to stay near `max_bytes`; what a run fetched beyond a chunk's limits stays in
-    `_buffer` for the next chunk. Keys are sorted and the scan starts at `prefix`, so the keys with the
-    prefix are exactly the leading run of rows that have it (found by bisection, not a test per row).
-    """
-
-    def __init__(self, snapshot: rocksdict.Snapshot, prefix: bytes, on_close) -> None:
-        self._snapshot: rocksdict.Snapshot | None = snapshot
-        self._items = iter(snapshot.items(from_key=prefix)) if prefix else iter(snapshot.items())
-        self._prefix = prefix
-        self._buffer: list[tuple[bytes, bytes]] = []
-        self._exhausted = False
-        self._on_close = on_close
-        self._fetch(1)
-
-    def _fetch(self, n: int) -> list[tuple[bytes, bytes]]:
-        """Append up to `n` more rows with the prefix to `_buffer`; returns them."""
-        more = list(islice(self._items, n))
-        if len(more) < n:
-            self._exhausted = True
-        prefix = self._prefix
-        if prefix and more and not more[-1][0].startswith(prefix):
-            lo, hi = 0, len(more) - 1  # more[hi] lacks the prefix; find the first row that does
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if more[mid][0].startswith(prefix):
-                    lo = mid + 1
-                else:
-                    hi = mid
-            del more[lo:]
-            self._exhausted = True
-        if self._exhausted:
-            self._items = iter(())
-        self._buffer.extend(more)
-        return more
-
-    @property
-    def closed(self) -> bool:
-        return self._snapshot is None
-
-    def next_chunk(self, max_rows: int, max_bytes: int) -> tuple[list[tuple[bytes, bytes]], bool]:
-        if self._snapshot is None:
-            raise StoreStateError("cursor is closed (its store was released, reloaded or closed)")
-        if not self._buffer:
-            self.close()
-            return [], True
-        max_rows = max(1, max_rows)
-        size = _row_bytes(self._buffer)
-        step = min(_FIRST_RUN_ROWS, max_rows)
-        while not self._exhausted and len(self._buffer) <= max_rows and size < max_bytes:
-            size += _row_bytes(self._fetch(min(step, max_rows + 1 - len(self._buffer))))
-            per_row = size // max(1, len(self._buffer)) + 1
-            step = max(1, min(_MAX_RUN_ROWS, (max_bytes - size) // per_row + 1))
-        rows = self._buffer
-        n = min(len(rows), max_rows)
-        if size >= max_bytes:
-            # At least one row; then rows while the size before them is still under max_bytes.
-            total = 0
-            for i in range(n):
-                total += len(rows[i][0]) + len(rows[i][1])
-                if total >= max_bytes:
-                    n = i + 1
-                    break
-        chunk, self._buffer = rows[:n], rows[n:]
-        if not self._buffer and not self._exhausted:
-            self._fetch(1)  # one row of lookahead, so `done` is exact
-        done = not self._buffer
-        if done:
-            self.close()
-        return chunk, done
-
-    def close(self) -> None:
-        if self._snapshot is None:
-            return
-        self._items = iter(())
-        self._buffer = []
-        self._snapshot = None
-        cb, self._on_close = self._on_close, None
-        if cb is not None:
-            cb(self)
-
-
-def _row_bytes(rows: list[tuple[bytes, bytes]]) -> int:
-    return sum(map(len, chain.from_iterable(rows)))
-
-
 class RocksDBBackend(Backend):
     """One open rocksdict database in `db_dir` with its lineage (local SST name -> remote file).
 
@@ -173,7 +47,6 @@ class RocksDBBackend(Backend):
         self._base = base
         self._known: dict[bytes, bool] = {}
         self._cursors: set[RocksDBCursor] = set()
-        self._snapshot_strategy = IncrementalSstSnapshot(ctx)
 
     @property
     def lineage(self) -> dict[str, SharedFileRef]:
@@ -236,25 +109,13 @@ class RocksDBBackend(Backend):
     def num_keys(self) -> int:
         return self._num_keys
 
-    def fill_from_sst_files(self, paths: Sequence[str], num_keys: int) -> None:
-        """Fill this empty database with SST files written by `rocksdict.SstFileWriter` with this
-        backend's options (`make_options`), holding `num_keys` distinct keys in all; the files are moved
-        in (hard links), one ingest call. For building a store in bulk (rescaling): no memtable, flush or
-        compaction. Files may overlap in key range but must not share keys."""
-        db = self._live()
-        if self._num_keys != 0:
-            raise StoreStateError(f"database {self.db_dir} is not empty ({self._num_keys} keys)")
-        if not paths:
-            return
-        opts = rocksdict.IngestExternalFileOptions()
-        opts.set_move_files(True)
-        db.ingest_external_file(list(paths), opts)
-        # Exact here (ingested files only, no overwrites or deletes).
-        held = db.property_int_value("rocksdb.estimate-num-keys")
-        if held != num_keys:
-            raise StoreStateError(f"database {self.db_dir}: {num_keys} keys expected from {len(paths)} SST "
-                                  f"file(s), {held} ingested")
-        self._num_keys = num_keys
+    def live_db(self) -> rocksdict.Rdict:
+        """The open database (bulk loading ingests files into it)."""
+        return self._live()
+
+    def set_num_keys(self, n: int) -> None:
+        """After a bulk load, which RocksDB itself counts exactly (ingested files only)."""
+        self._num_keys = n
         self._known.clear()
 
     def memory_used_bytes(self) -> int:
@@ -272,12 +133,12 @@ class RocksDBBackend(Backend):
     def prepare_snapshot(self, version: int) -> SnapshotResources:
         # A batch's get-then-put pairs end at its commit; a smaller map stays in the CPU caches.
         self._known.clear()
-        return self._snapshot_strategy.prepare(self._live(), version, self._num_keys)
+        return take_checkpoint(self.ctx, self._live(), version, self._num_keys)
 
     def upload_snapshot(self, resources: SnapshotResources) -> SnapshotOutcome:
         assert isinstance(resources, SstSnapshotResources)
-        outcome, lineage = self._snapshot_strategy.upload(resources, self._lineage)
-        self._lineage = lineage
+        outcome = upload_checkpoint(self.ctx, resources, self._lineage)
+        self._lineage = {ref.local: ref for ref in outcome.manifest.shared_files}
         self._base = outcome.manifest
         self.ctx.file_manager.prune_cache(self.ctx.layout.cache_dir, outcome.manifest.remote_names())
         outcome.flush_ms = resources.flush_ms
@@ -285,7 +146,7 @@ class RocksDBBackend(Backend):
 
     def release_snapshot(self, resources: SnapshotResources) -> None:
         assert isinstance(resources, SstSnapshotResources)
-        self._snapshot_strategy.release(resources)
+        drop_checkpoint(resources)
 
     # ---- versions -------------------------------------------------------------------------------
     def rewind(self, version: int) -> bool:

@@ -2,7 +2,7 @@
 versioned with copy-on-write views.
 
 Writes after version v (asynchronous to the commit, on the task thread while the batch runs): each
-  `apply_batch` is applied to the map and appended to the journal `delta-<v+1>.arrow` (heap_snapshot).
+  `apply_batch` is applied to the map and appended to the journal `delta-<v+1>.arrow` (journal.py).
 Commit of version v+1 (synchronous part, what Spark waits for):
   freeze v+1 as a view (O(1)), finish the journal (end of stream + fsync; the tail is at most one
   record batch already written), write the manifest. Nothing proportional to the state size, or to the
@@ -10,7 +10,7 @@ Commit of version v+1 (synchronous part, what Spark waits for):
   survived a failed commit), the commit falls back to gathering the changes since v (O(keys written)).
 Background (one runner): every `heap.snapshotEveryVersions` deltas, a full snapshot of a pinned view is
   written while the next micro-batches run; the first commit after it completes uses it as the new base
-  of the chain (see heap_snapshot). Retention then drops the older deltas with their manifests.
+  of the chain (see snapshot.py, chain.py). Retention then drops the older deltas with their manifests.
 Load of v: the current head (Store fast path), else a retained view rolled back in place (`rewind`,
   O(keys changed since v)), else restore the manifest's chain from the checkpoint.
 Memory: the live table, the before images of retained views (at most `heap.maxVersionsInMemory`, plus a
@@ -21,134 +21,41 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
-import numpy as np
-import pyarrow as pa
 
-from ..checkpoint import Manifest
-from ..errors import StoreStateError
-from . import heap_files as hf
-from .backend import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
-from .heap_map import VersionedMap, View
-from .heap_restore import choose_restore
-from .heap_snapshot import (BackgroundSnapshotRunner, DeltaJournal, DeltaResources, FullResult, HeapDeltaSnapshot,
-                            HeapFullSnapshot)
+from ...checkpoint import Manifest
+from ...errors import StoreStateError
+from ..backend import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
+from ..snapshot_runner import BackgroundResult, BackgroundSnapshotRunner
+from .chain import Chain
+from .cursors import HeapPrefixCursor, HeapScanCursor
+from .journal import DeltaJournal
+from .restore import choose_restore
+from .snapshot import DeltaResources, HeapFullSnapshot, freeze_version, publish_version
+from .versioned_map import VersionedMap, View
 
 log = logging.getLogger(__name__)
 
 
-class HeapPrefixCursor(Cursor):
-    """Scan of one indexed PrefixKeyScan prefix (a session's windows, a join key's values): point reads
-    through a view frozen at open, O(keys with the prefix); writes during the scan copy on write."""
-
-    def __init__(self, m: VersionedMap, prefix: bytes, on_close) -> None:
-        self._map: VersionedMap | None = m
-        self._view = m.freeze(None, pin=True)
-        self._keys = sorted(m.view_keys(self._view, prefix))
-        self._pos = 0
-        self._on_close = on_close
-
-    @property
-    def closed(self) -> bool:
-        return self._map is None
-
-    def next_chunk(self, max_rows: int, max_bytes: int) -> tuple[list[tuple[bytes, bytes]], bool]:
-        m = self._map
-        if m is None:
-            raise StoreStateError("cursor is closed (its store was released, reloaded or closed)")
-        rows: list[tuple[bytes, bytes]] = []
-        while not rows and self._pos < len(self._keys):
-            rows, self._pos = m.read_chunk(self._view, self._keys, self._pos, max(1, max_rows), max_bytes)
-        done = self._pos >= len(self._keys)
-        if done:
-            self.close()
-        return rows, done
-
-    def close(self) -> None:
-        m, self._map = self._map, None
-        if m is None:
-            return
-        self._keys = []
-        m.unpin(self._view)  # a reader-only view: dropped, its image merged into the previous view
-        cb, self._on_close = self._on_close, None
-        if cb is not None:
-            cb(self)
-
-
-class HeapScanCursor(Cursor):
-    """Any other scan (the whole store, e.g. watermark eviction; an unindexed prefix): the view's rows
-    copied at open into sorted Arrow columns (C and numpy; nothing stays pinned), then served in
-    chunks. Costs a transient copy of the rows scanned, not a Python loop per row."""
-
-    def __init__(self, m: VersionedMap, prefix: bytes, on_close) -> None:
-        view = m.freeze(None, pin=True)
-        try:
-            self._keys, self._values = m.view_columns(view, prefix)
-        finally:
-            m.unpin(view)
-        self._key_ends = _ends(self._keys)
-        self._value_ends = _ends(self._values)
-        self._pos = 0
-        self._closed = False
-        self._on_close = on_close
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def next_chunk(self, max_rows: int, max_bytes: int) -> tuple[list[tuple[bytes, bytes]], bool]:
-        if self._closed:
-            raise StoreStateError("cursor is closed (its store was released, reloaded or closed)")
-        start, n = self._pos, len(self._keys)
-        end = min(n, start + max(1, max_rows))
-        if end > start:
-            # Bytes of rows start..i inclusive; stop at the first row reaching max_bytes (at least one row).
-            base = self._key_ends[start] + self._value_ends[start]
-            sizes = self._key_ends[start + 1:end + 1] + self._value_ends[start + 1:end + 1] - base
-            end = start + min(end - start, int(np.searchsorted(sizes, max_bytes)) + 1)
-        rows = list(zip(self._keys.slice(start, end - start).to_pylist(),
-                        self._values.slice(start, end - start).to_pylist()))
-        self._pos = end
-        done = end >= n
-        if done:
-            self.close()
-        return rows, done
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._keys = self._values = pa.array([], pa.large_binary())
-        cb, self._on_close = self._on_close, None
-        if cb is not None:
-            cb(self)
-
-
-def _ends(column: pa.LargeBinaryArray) -> np.ndarray:
-    """The value offsets of a large_binary column (len + 1 of them)."""
-    return np.frombuffer(column.buffers()[1], dtype=np.int64, count=len(column) + 1, offset=column.offset * 8)
-
-
 class HeapBackend(Backend):
-    def __init__(self, ctx: BackendContext, data: dict[bytes, bytes], version: int, files: tuple) -> None:
+    def __init__(self, ctx: BackendContext, data: dict[bytes, bytes], version: int, chain: Chain) -> None:
         self.ctx = ctx
         self._runner = BackgroundSnapshotRunner()
-        self._delta = HeapDeltaSnapshot(ctx)
         self._cursors: set[Cursor] = set()
         self._closed = False
         self._last_full_ms = 0
         self._fulls_reported = 0
         self._journal: DeltaJournal | None = None  # delta of head+1 being written; None: no writes yet
         self._journal_lost = False                # writes after the head that no journal holds
-        self._reset(data, version, files)
+        self._reset(data, version, chain)
 
-    def _reset(self, data: dict[bytes, bytes], version: int, files: tuple) -> None:
+    def _reset(self, data: dict[bytes, bytes], version: int, chain: Chain) -> None:
         self._close_cursors()
         self._drop_journal()
         self._map = VersionedMap(data, prefix_index=self.ctx.num_cols_prefix_key > 0,
                                  layout=self.ctx.settings.heap_layout)
-        self._full = HeapFullSnapshot(self.ctx, self._map)
+        self._full = HeapFullSnapshot(self.ctx, self._map, lambda v: self._committed[v])
         self._head: View = self._map.freeze(version)
-        self._head.files = tuple(files)
+        self._head.chain = chain
         self._committed: dict[int, View] = {version: self._head}  # commit order == chain order
 
     def _check_open(self) -> None:
@@ -254,43 +161,41 @@ class HeapBackend(Backend):
             self._map.retire(self._committed.pop(oldest))
 
     # ---- snapshot (commit) -----------------------------------------------------------------------
-    def _base_files(self, full: FullResult | None) -> tuple:
-        files = self._head.files
-        if full is None or not full.lineage <= {r.remote for r in files}:
-            return files
-        later = tuple(r for r in files if (p := hf.parse_local_name(r.local)) and
-                      p[0] == hf.KIND_DELTA and p[1] > full.version)
-        return (full.ref,) + later
+    def _base_chain(self, done: BackgroundResult | None) -> Chain:
+        """The head's chain, rebased on the full snapshot the runner finished if it stands for a prefix."""
+        chain = self._head.chain
+        if done is None or not done.outcome.replaces <= chain.remote_names():
+            return chain
+        return chain.rebased(done.outcome.version, done.outcome.ref)
 
     def prepare_snapshot(self, version: int) -> SnapshotResources:
         self._check_open()
-        base = self._base_files(self._runner.peek_result())
+        base = self._base_chain(self._runner.peek_result())
         journal = self._take_journal(version)
-        return self._delta.prepare(self._map, version, base, journal)
+        return freeze_version(self._map, version, base, journal)
 
     def upload_snapshot(self, resources: SnapshotResources) -> SnapshotOutcome:
         assert isinstance(resources, DeltaResources) and resources.new_view is not None
         try:
-            outcome, delta_ms = self._delta.upload(resources)
+            outcome, chain, delta_ms = publish_version(self.ctx, resources)
         except BaseException:
             self._map.retire(resources.new_view)  # not committed: writes stay on top of the old head
             self._journal_lost = True             # ... and no journal holds them any more
             raise
-        full = self._runner.peek_result()
-        if full is not None and full.ref in resources.base_files:
+        done = self._runner.peek_result()
+        if done is not None and (done.outcome.ref in chain.refs  # used: the new chain starts with it
+                                 or not done.outcome.replaces <= chain.remote_names()):  # of an abandoned version
             self._runner.take_result()
-        elif full is not None and not full.lineage <= {r.remote for r in outcome.manifest.shared_files}:
-            self._runner.take_result()  # a snapshot of a version this lineage abandoned (retry): useless
         view = resources.new_view
-        view.files = outcome.manifest.shared_files
+        view.chain = chain
         self._committed[resources.version] = view
         self._head = view
         self._evict()
         self._maybe_start_full()
         fulls = self._runner.completed
         new_fulls, self._fulls_reported = fulls - self._fulls_reported, fulls
-        if full is not None:
-            self._last_full_ms = full.upload_ms
+        if done is not None:
+            self._last_full_ms = done.timings.upload_ms
         outcome.flush_ms = resources.prepare_ms + delta_ms
         outcome.custom = {"sparkstateFlushMs": outcome.flush_ms, "sparkstateUploadMs": self._last_full_ms,
                           "sparkstateFilesUploaded": outcome.files_uploaded + new_fulls}
@@ -300,13 +205,13 @@ class HeapBackend(Backend):
         """Nothing pinned: the new view is either the head now or was dropped on failure."""
 
     def _deltas_since_full(self) -> int:
-        return sum(1 for r in self._head.files if (p := hf.parse_local_name(r.local)) and p[0] == hf.KIND_DELTA)
+        return len(self._head.chain.deltas)
 
     def _maybe_start_full(self) -> bool:
         if (self._closed or self._runner.busy or self._runner.peek_result() is not None
                 or self._deltas_since_full() < self.ctx.settings.heap_snapshot_every):
             return False
-        return self._runner.start(self._full, self._head)
+        return self._runner.start(self._full, self._head.version)
 
     def maintenance_snapshot(self) -> None:
         """Start the background full snapshot if one is due and none is running (never waits)."""
@@ -340,7 +245,5 @@ class HeapBackend(Backend):
 
 def open_heap_backend(ctx: BackendContext, manifest: Manifest | None) -> HeapBackend:
     """BackendBuilder for the heap backend: run the restore that fits and hold the result in memory."""
-    data = choose_restore(ctx, manifest).run()
-    if manifest is None:
-        return HeapBackend(ctx, data, 0, ())
-    return HeapBackend(ctx, data, manifest.version, manifest.shared_files)
+    restored = choose_restore(ctx, manifest).run()
+    return HeapBackend(ctx, restored.data, manifest.version if manifest else 0, restored.chain)

@@ -1,0 +1,60 @@
+"""Restore operations of the heap backend, one class per situation; each returns the contents (a dict)
+and the chain of files they were read from.
+
+EmptyHeapRestore   nothing committed yet (version 0 without a manifest).
+ChainRestore       the manifest's chain (chain.py) in order: the full snapshot, if any, then the deltas.
+                   Files are fetched through the verified local cache (size + crc32), read, and dropped
+                   from the cache again: the data now lives in memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...checkpoint import Manifest
+from ...errors import CorruptCheckpointError
+from ..backend import BackendContext
+from . import files as hf
+from .chain import EMPTY_CHAIN, Chain
+
+
+@dataclass
+class RestoredHeap:
+    data: dict[bytes, bytes]
+    chain: Chain
+
+
+class EmptyHeapRestore:
+    def __init__(self, ctx: BackendContext) -> None:
+        self.ctx = ctx
+
+    def run(self) -> RestoredHeap:
+        return RestoredHeap({}, EMPTY_CHAIN)
+
+
+class ChainRestore:
+    def __init__(self, ctx: BackendContext, manifest: Manifest) -> None:
+        self.ctx = ctx
+        self.manifest = manifest
+
+    def run(self) -> RestoredHeap:
+        m, fm, layout = self.manifest, self.ctx.file_manager, self.ctx.layout
+        source = fm.manifest_path(m.version)
+        chain = Chain.of(m, source)
+        data: dict[bytes, bytes] = {}
+        verify = self.ctx.settings.verify_local_cache
+        steps = ([(hf.KIND_FULL, chain.full_version, chain.full)] if chain.full else []) + \
+                [(hf.KIND_DELTA, v, ref) for v, ref in chain.deltas]
+        try:
+            for kind, v, ref in steps:
+                path = fm.fetch_to_cache(ref, layout.cache_dir, m.version, verify)
+                hf.apply_file(data, path, kind, v, fm.file_path(ref.remote))
+        finally:
+            fm.prune_cache(layout.cache_dir, ())
+        if len(data) != m.num_keys:
+            raise CorruptCheckpointError(f"version {m.version} at {source}: replaying its chain gives "
+                                         f"{len(data)} keys, the manifest says {m.num_keys}")
+        return RestoredHeap(data, chain)
+
+
+def choose_restore(ctx: BackendContext, manifest: Manifest | None) -> EmptyHeapRestore | ChainRestore:
+    return EmptyHeapRestore(ctx) if manifest is None else ChainRestore(ctx, manifest)

@@ -1,0 +1,1 @@
+"""The RocksDB backend (rocksdict): state in a local database, incremental SST checkpoints."""

@@ -1,0 +1,42 @@
+"""RocksDB options of a store: raw byte keys, bloom filter, per-store memtable and block cache, compression.
+
+WAL off is set per write (see backend.py): durability comes from checkpoints, not the WAL.
+"""
+from __future__ import annotations
+
+import rocksdict
+
+from ...config import Settings
+
+# RocksDB appends to its MANIFEST on every flush/compaction and only rolls it at this size; the whole
+# file is embedded in every checkpoint manifest, so keep it small.
+MAX_ROCKSDB_MANIFEST_BYTES = 1 << 20
+_COMPRESSION = {
+    "lz4": rocksdict.DBCompressionType.lz4,
+    "zstd": rocksdict.DBCompressionType.zstd,
+    "snappy": rocksdict.DBCompressionType.snappy,
+    "none": rocksdict.DBCompressionType.none,
+}
+
+
+def make_options(settings: Settings) -> tuple[rocksdict.Options, rocksdict.Cache | None]:
+    opt = rocksdict.Options(raw_mode=True)
+    opt.create_if_missing(True)
+    opt.set_write_buffer_size(settings.rocksdb_write_buffer_mb << 20)
+    opt.set_compression_type(_COMPRESSION[settings.rocksdb_compression]())
+    opt.set_max_manifest_file_size(MAX_ROCKSDB_MANIFEST_BYTES)
+    opt.set_keep_log_file_num(2)
+    table = rocksdict.BlockBasedOptions()
+    if settings.rocksdb_bloom_bits > 0:
+        table.set_bloom_filter(settings.rocksdb_bloom_bits, False)
+    cache = None
+    if settings.rocksdb_block_cache_mb > 0:
+        cache = rocksdict.Cache(settings.rocksdb_block_cache_mb << 20)
+        table.set_block_cache(cache)
+    else:
+        table.disable_cache()
+    opt.set_block_based_table_factory(table)
+    return opt, cache
+
+
+
