@@ -43,6 +43,14 @@ class ProtocolError(SparkstateError):
     """A malformed frame on the data channel."""
 
 
+class UnknownHandleError(SparkstateError, KeyError):
+    """A data frame or control call named a store handle this worker does not hold."""
+
+
+class RescaleError(SparkstateError):
+    """A rescale was refused or failed; the message says why and what to do."""
+
+
 class LocalDiskError(StorageError):
     """A local file system refused a write (full, read-only, no permission); names the path."""
 

@@ -1,4 +1,10 @@
-from sparkstate.checkpoint.location import StoreLocation, open_file_manager, query_key, state_root
+from sparkstate.checkpoint.location import (
+    StoreLocation,
+    open_file_manager,
+    query_key,
+    spark_store_location,
+    state_root,
+)
 from sparkstate.config import Settings
 from sparkstate.storage import LocalFileIO
 from sparkstate.storage.s3 import S3FileIO
@@ -20,6 +26,14 @@ def test_a_store_lives_under_its_checkpoint_location_or_under_state_location():
     # gc and the CLI find the stores of a query under the same root the stores compute
     assert named.state_location().startswith(state_root("/tmp/c", "s3://b/p") + "/")
     assert plain.state_location().startswith(state_root("file:/tmp/c", None) + "/")
+
+
+def test_spark_store_location_is_sparks_layout_and_inverts_checkpoint_root():
+    assert spark_store_location("s3://b/ckpt/", 1, 7) == "s3://b/ckpt/state/1/7"
+    assert spark_store_location("/c", 0, 2, "right-keyWithIndexToValue") == "/c/state/0/2/right-keyWithIndexToValue"
+    for name in ("default", "left-keyToNumValues"):
+        location = StoreLocation(spark_store_location("file:/tmp/c", 3, 4, name), 3, 4, name)
+        assert location.checkpoint_root() == "file:/tmp/c"
 
 
 def test_open_file_manager_picks_the_storage_and_the_io_parallelism():

@@ -46,6 +46,9 @@ def test_put_get_remove_scan_prefix(new_store):
     assert contents(s, prefix) == {k: v for k, v in expected.items() if k.startswith(prefix)}
     assert contents(s, b"\xff\xff") == {}
     assert s.metrics().num_keys == len(expected)
+    chunks = list(s.scan(b"", 7, 1 << 20))
+    assert [k for c in chunks for k, _ in c] == sorted(expected) and max(map(len, chunks)) == 7
+    assert list(s.scan(b"\xff\xff", 7, 1 << 20)) == []
 
 
 def test_num_keys_exact_with_duplicates_and_get_then_put(new_store):

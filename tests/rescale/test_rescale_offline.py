@@ -18,28 +18,28 @@ from sparkstate.rescaling.task import rescale_partition, rescale_partitions
 from sparkstate.rescaling.verify import verify_join_state, verify_routing
 from sparkstate.storage import fileio_for
 
+from ..storage.instrumented import InjectedFault, instrument_local_storage
 from . import fake_checkpoint as fake
 
 BACKENDS = ["rocksdb", "heap"]
 
 
-def offline_rescale(ck: fake.FakeCheckpoint, n: int, fail_partitions=(), fail_after_offsets=False) -> list[dict]:
+def offline_rescale(ck: fake.FakeCheckpoint, n: int) -> list[dict]:
     """What `sparkstate.rescale` does, with the Spark job replaced by a loop."""
     fio = fileio_for(ck.path)
     lock = _Lock(fio, ck.path)
     lock.acquire(n)
     try:
         plan = build_plan(ck.path, n, ck.settings_conf)
-        plan = replace(plan, fail_partitions=tuple(fail_partitions))
         results, errors = [], []
         for group in plan.task_groups(2):  # as the Spark job does with 2 cores
             try:
                 results.extend(rescale_partitions(plan.to_json(), group))
-            except RescaleError as e:
+            except (RescaleError, OSError) as e:
                 errors.append(e)
         if errors:
             raise errors[0]
-        _publish(plan, fio, None, results, fail_after_offsets)
+        _publish(plan, fio, None, results)
         _remove_staging(fio, plan)
         return results
     finally:
@@ -121,12 +121,15 @@ def fake_store(single: bool):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_failure_midway_leaves_the_checkpoint_usable_and_a_rerun_finishes(tmp_path, backend):
+def test_failure_midway_leaves_the_checkpoint_usable_and_a_rerun_finishes(tmp_path, backend, monkeypatch):
     local = str(tmp_path / "local")
     ck = fake.build(str(tmp_path / "ck"), 4, backend, local)
     before = visible_files(snapshot_files(ck.path))
-    with pytest.raises(RescaleError, match="injected failure in new partition 3"):
-        offline_rescale(ck, 7, fail_partitions=(3,))
+    io = instrument_local_storage(monkeypatch)
+    io.fail("write_bytes_atomic", "*/done/3.json")  # new partition 3 is written, its done marker fails
+    with pytest.raises(InjectedFault, match="done/3.json"):
+        offline_rescale(ck, 7)
+    io.heal()
     # nothing the query reads changed; the old state loads as before
     assert visible_files(snapshot_files(ck.path)) == before
     assert new_state(ck, 4, 1, local) == ck.state
@@ -137,11 +140,14 @@ def test_failure_midway_leaves_the_checkpoint_usable_and_a_rerun_finishes(tmp_pa
 
 
 @pytest.mark.parametrize("backend", ["rocksdb"])
-def test_interrupted_publish_blocks_a_restart_and_a_rerun_finishes(tmp_path, backend):
+def test_interrupted_publish_blocks_a_restart_and_a_rerun_finishes(tmp_path, backend, monkeypatch):
     local = str(tmp_path / "local")
     ck = fake.build(str(tmp_path / "ck"), 4, backend, local)
-    with pytest.raises(RescaleError, match="after writing the offset log"):
-        offline_rescale(ck, 2, fail_after_offsets=True)
+    io = instrument_local_storage(monkeypatch)
+    io.fail("create_exclusive", "*/manifests/*.manifest")  # the first store's new version: after offsets/1
+    with pytest.raises(InjectedFault):
+        offline_rescale(ck, 2)
+    io.heal()
     logs = SparkLogs(fileio_for(ck.path), ck.path)
     # Spark's marker of an unfinished repartition: uncommitted batch 1 pinning another count
     assert logs.offset_batches() == [0, 1] and logs.commit_batches() == [0] and logs.is_repartition_batch(1)

@@ -20,10 +20,13 @@ from sparkstate.rescaling import RescaleError, build_plan
 from sparkstate.rescaling.spark_logs import SparkLogs
 from sparkstate.rescaling.verify import verify_join_state, verify_routing
 from sparkstate.storage import fileio_for
+from tests.storage.instrumented import InjectedFault, instrument_local_storage
 
 from conftest import selected_provider
 from datagen import BASE, advance_row, event_time, into_files, max_t, random_events
-from spark_harness import (BatchCollector, InputDir, assert_same_rows, committed_batches, run_available_now)
+from fault_plugin import fault_python
+from spark_harness import (PREFIX, BatchCollector, InputDir, assert_same_rows, committed_batches, run_available_now,
+                           session_conf)
 from test_operators import (DELAY, DELAY_S, JOIN_SCHEMA, STATE_TIMEOUT_S, Case, _join, _join_inputs,
                             _per_key_stats, _running_totals_fn)
 
@@ -74,7 +77,7 @@ def _first_store_dir(checkpoint: str) -> list[str]:
         n for n in os.listdir(part0) if not n.startswith("_"))[0]]
 
 
-def test_aggregation_4_to_7(spark, tmp_path):
+def test_aggregation_4_to_7(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     files = random_events(seed=21, n_files=4, per_file=50, n_keys=30)
     sink = BatchCollector()
@@ -89,7 +92,7 @@ def test_aggregation_4_to_7(spark, tmp_path):
     assert_same_rows(sink.updated(["k"]), _per_key_stats(case.source.batch()).collect(), min_rows=30)
 
 
-def test_drop_duplicates_4_to_2(spark, tmp_path):
+def test_drop_duplicates_4_to_2(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     files = random_events(seed=22, n_files=4, per_file=40, n_keys=6, v_range=15)
 
@@ -104,7 +107,7 @@ def test_drop_duplicates_4_to_2(spark, tmp_path):
     assert_same_rows(sink.appended(), case.source.batch().select("k", "v").distinct().collect(), min_rows=40)
 
 
-def test_stream_stream_join_3_to_12(spark, tmp_path):
+def test_stream_stream_join_3_to_12(spark, tmp_path, variant):
     n_files = 4
     left_files, right_files = _join_inputs(31, n_files)
     left_files.append([advance_row(n_files, "adv-left")])
@@ -143,7 +146,7 @@ def _session_query(df):
             .agg(F.count("*").alias("n"), F.sum("v").alias("total")))
 
 
-def test_session_window_4_to_7_with_the_cli(spark, tmp_path):
+def test_session_window_4_to_7_with_the_cli(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     files = random_events(seed=23, n_files=6, per_file=10, n_keys=4)
     files.append([advance_row(len(files))])
@@ -170,7 +173,7 @@ def test_session_window_4_to_7_with_the_cli(spark, tmp_path):
     assert_same_rows(sink.appended(), expected, min_rows=20)
 
 
-def test_apply_in_pandas_with_state_4_to_2(spark, tmp_path):
+def test_apply_in_pandas_with_state_4_to_2(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     rng = random.Random(24)
     rows = []
@@ -200,7 +203,7 @@ def test_apply_in_pandas_with_state_4_to_2(spark, tmp_path):
     assert_same_rows(sink.updated(["k"]), expected, min_rows=13)
 
 
-def test_global_aggregation_3_to_5_is_copied_as_one_partition(spark, tmp_path):
+def test_global_aggregation_3_to_5_is_copied_as_one_partition(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     files = random_events(seed=25, n_files=4, per_file=20, n_keys=5)
     sink = BatchCollector()
@@ -220,7 +223,7 @@ def test_global_aggregation_3_to_5_is_copied_as_one_partition(spark, tmp_path):
     assert_same_rows(sink.updated([]), query(case.source.batch()).collect())
 
 
-def test_rescale_refused_while_the_query_runs(spark, tmp_path):
+def test_rescale_refused_while_the_query_runs(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     case.source.add_all(random_events(seed=26, n_files=2, per_file=10, n_keys=4))
     query = (case.source.stream().groupBy("k").count().writeStream.outputMode("update").format("noop")
@@ -234,7 +237,7 @@ def test_rescale_refused_while_the_query_runs(spark, tmp_path):
     assert not os.path.exists(os.path.join(case.checkpoint, "sparkstate-rescale"))
 
 
-def test_failed_rescale_then_rerun(spark, tmp_path):
+def test_failed_rescale_then_rerun(spark, tmp_path, monkeypatch, variant):
     """A rescale failing after some partitions were written leaves the checkpoint as it was; one that
     stops after the repartition batch was logged is refused by Spark on restart (its own
     unfinished-repartition check) until the rescale is re-run, which finishes it."""
@@ -248,11 +251,19 @@ def test_failed_rescale_then_rerun(spark, tmp_path):
     case.source.add_all(files[:2])
     run_with(spark, 4, run)
     batches = committed_batches(case.checkpoint)
-    with pytest.raises(RescaleError, match="injected failure in new partition 4"):
-        sparkstate.rescale(spark, case.checkpoint, 7, _fail_partitions=(4,))
+    # The task of new partition 4 writes its stores, then fails writing its done marker.
+    done_marker_fails = {"target": "sparkstate.storage.local:LocalFileIO.write_bytes_atomic",
+                         "when": "args[0].endswith('/done/4.json')", "action": "raise"}
+    with session_conf(spark, {PREFIX + "pythonExec": fault_python(str(tmp_path), [done_marker_fails])}):
+        with pytest.raises(RescaleError, match="injected failure"):
+            sparkstate.rescale(spark, case.checkpoint, 7)
     assert committed_batches(case.checkpoint) == batches and pinned_partitions(case.checkpoint) == 4
-    with pytest.raises(RescaleError, match="after writing the offset log"):
-        sparkstate.rescale(spark, case.checkpoint, 7, _fail_after_offsets=True)
+    # The driver writes the repartition batch's offsets, then fails publishing the first new version.
+    io = instrument_local_storage(monkeypatch)
+    io.fail("create_exclusive", "*/sparkstate/manifests/*.manifest")
+    with pytest.raises(InjectedFault):
+        sparkstate.rescale(spark, case.checkpoint, 7)
+    io.heal()
     with pytest.raises(Exception, match="(?i)repartition"):
         run()  # Spark: unfinished repartition batch
     summary = sparkstate.rescale(spark, case.checkpoint, 7)

@@ -162,3 +162,14 @@ class _FailingFile:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._f, name)
+
+
+def instrument_local_storage(monkeypatch: Any) -> InstrumentedFileIO:
+    """Every local FileIO this process opens from now on (`fileio_for` of a plain path or `file:` URI)
+    is one InstrumentedFileIO, returned for the test to set rules on: for code that opens its own FileIO
+    (the rescale driver and tasks run in the test process)."""
+    from sparkstate.storage import local
+
+    io = InstrumentedFileIO()
+    monkeypatch.setattr(local, "open_fileio", lambda _conf: io)
+    return io

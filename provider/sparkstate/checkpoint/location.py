@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..storage import FileIO, fileio_for
+from ..storage import FileIO, fileio_for, join_path
 from ..storage.fileio import scheme_of, storage_options
 from .file_manager import CheckpointFileManager
 
@@ -55,6 +55,14 @@ class StoreLocation:
     def describe(self) -> str:
         return (f"store (op={self.operator_id}, part={self.partition_id}, name={self.store_name}) "
                 f"at {self.state_location()}")
+
+
+def spark_store_location(checkpoint_root: str, operator_id: int, partition_id: int,
+                         store_name: str = "default") -> str:
+    """Spark's `StateStoreId.storeCheckpointLocation()` for a query at `checkpoint_root`: the default
+    store leaves its name out."""
+    base = join_path(checkpoint_root, "state", str(operator_id), str(partition_id))
+    return base if store_name == "default" else join_path(base, store_name)
 
 
 def query_key(checkpoint_root: str) -> str:

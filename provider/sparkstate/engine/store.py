@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Collection, Sequence
+from typing import Collection, Iterator, Sequence
 
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager
@@ -19,8 +19,8 @@ from ..errors import CheckpointError, StoreStateError, VersionNotFoundError
 from ..storage import FileIO
 from .backend import Backend, BackendContext, Cursor
 from .backends import builder_for
-from .snapshot_runner import run_snapshot
 from .local_layout import InstanceLayout, safe_name
+from .snapshot_runner import run_snapshot
 from .spec import StoreSpec
 
 CUSTOM_METRICS = (
@@ -260,6 +260,19 @@ class Store:
         with self._lock:
             self._require("open_cursor", _READABLE)
             return _LockedCursor(self._live().open_cursor(prefix), self._lock)
+
+    def scan(self, prefix: bytes, max_rows: int, max_bytes: int) -> Iterator[list[tuple[bytes, bytes]]]:
+        """Every entry under `prefix` in key order, in chunks of at most `max_rows` / `max_bytes`: the
+        whole-store read of offline tools (rescaling, verification); the cursor closes with the loop."""
+        cursor = self.open_cursor(prefix)
+        try:
+            done = False
+            while not done:
+                chunk, done = cursor.next_chunk(max_rows, max_bytes)
+                if chunk:
+                    yield chunk
+        finally:
+            cursor.close()
 
     # ---- observability and maintenance --------------------------------------------------------------
     def metrics(self) -> StoreMetrics:

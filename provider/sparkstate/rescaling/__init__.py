@@ -5,8 +5,8 @@ plans the rescale (read-only validation, `plan.py`), runs one Spark job whose ta
 from the old partitions' latest versions by key group (`task.py`), then writes the synthetic batch the way
 Spark 4.3's offline repartition does (`runner.py`). docs/checkpoint-format.md describes what is written.
 """
+from ..errors import RescaleError
 from .plan import Plan, build_plan
 from .runner import Progress, RescaleSummary, rescale
-from .spark_logs import RescaleError
 
 __all__ = ["rescale", "build_plan", "Plan", "Progress", "RescaleSummary", "RescaleError"]

@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from math import gcd
 from typing import Any
 
+from ..checkpoint.location import open_file_manager, spark_store_location
 from ..config import PREFIX, PROVIDER_CLASS, Settings
-from ..errors import CheckpointError
-from ..checkpoint.location import open_file_manager
-from ..storage import FileIO, fileio_for
+from ..errors import CheckpointError, RescaleError
+from ..storage import FileIO, fileio_for, join_path
 from ..storage.local import local_path_or_none
-from .spark_logs import (PROVIDER_CLASS_CONF, RescaleError, SparkLogs, is_single_partition_key,
-                         parse_state_schema, read_operator_metadata)
+from .spark_logs import (
+    PROVIDER_CLASS_CONF,
+    SparkLogs,
+    is_single_partition_key,
+    parse_state_schema,
+    read_operator_metadata,
+)
 
 # operatorName in v1 operator metadata -> stateful operators sparkstate serves (contract §8).
 SUPPORTED_OPERATORS = {
@@ -63,7 +68,6 @@ class Plan:
     settings_conf: dict[str, str]  # sparkstate settings (full keys) for opening and writing stores
     stores: tuple[StorePlan, ...]
     resume_metadata: bool = False  # offsets/<N+1> already written by an earlier, interrupted run
-    fail_partitions: tuple[int, ...] = field(default=())  # test hook: these tasks raise after writing
 
     @property
     def new_batch(self) -> int:
@@ -83,7 +87,7 @@ class Plan:
 
     @property
     def staging_dir(self) -> str:
-        return join(self.checkpoint, STAGING_DIR, self.plan_id)
+        return join_path(self.checkpoint, STAGING_DIR, self.plan_id)
 
     def settings(self) -> Settings:
         return Settings.parse({**self.settings_conf, PREFIX + "backend": self.backend})
@@ -118,23 +122,12 @@ class Plan:
     def from_json(cls, text: str) -> "Plan":
         doc = json.loads(text)
         doc["stores"] = tuple(StorePlan(**s) for s in doc["stores"])
-        doc["fail_partitions"] = tuple(doc.get("fail_partitions") or ())
         return cls(**doc)
-
-
-def join(*parts: str) -> str:
-    return "/".join([parts[0].rstrip("/")] + [p.strip("/") for p in parts[1:]])
-
-
-def spark_store_dir(checkpoint: str, op: int, part: int, name: str) -> str:
-    """Spark's `StateStoreId.storeCheckpointLocation()`: the default store omits its name."""
-    base = join(checkpoint, "state", str(op), str(part))
-    return base if name == "default" else join(base, name)
 
 
 def store_spec_doc(plan: Plan, store: StorePlan, part: int, instance_id: str) -> dict[str, Any]:
     return {
-        "checkpointLocation": spark_store_dir(plan.checkpoint, store.operator_id, part, store.store_name),
+        "checkpointLocation": spark_store_location(plan.checkpoint, store.operator_id, part, store.store_name),
         "operatorId": store.operator_id, "partitionId": part, "storeName": store.store_name,
         "instanceId": instance_id, "queryRunId": "sparkstate-rescale",
         "keySchema": store.key_schema_json, "valueSchema": store.value_schema_json,
@@ -208,14 +201,14 @@ def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, st
 
 
 def _discover_stores(fio: FileIO, checkpoint: str) -> list[StorePlan]:
-    state_root = join(checkpoint, "state")
+    state_root = join_path(checkpoint, "state")
     op_ids = _operator_ids(fio, state_root)
     if not op_ids:
         raise RescaleError(f"{checkpoint} has no state (no stateful operator): nothing to rescale; the "
                            "partition count of a stateless query can be changed directly")
     stores: list[StorePlan] = []
     for op in op_ids:
-        meta = read_operator_metadata(fio, join(state_root, str(op), "_metadata", "metadata"))
+        meta = read_operator_metadata(fio, join_path(state_root, str(op), "_metadata", "metadata"))
         if meta.operator_name not in SUPPORTED_OPERATORS:
             raise RescaleError(f"operator {op} is {meta.operator_name!r}, whose state layout sparkstate does not "
                                f"know; supported: {', '.join(sorted(SUPPORTED_OPERATORS))}")
@@ -227,7 +220,7 @@ def _discover_stores(fio: FileIO, checkpoint: str) -> list[StorePlan]:
         elif names != ["default"]:
             raise RescaleError(f"operator {op} ({meta.operator_name}) has stores {names}; expected ['default']")
         for info in meta.stores:
-            schema_path = join(spark_store_dir(checkpoint, op, 0, info.store_name), "_metadata", "schema")
+            schema_path = join_path(spark_store_location(checkpoint, op, 0, info.store_name), "_metadata", "schema")
             try:
                 raw = fio.read_bytes(schema_path)
             except FileNotFoundError:
@@ -253,7 +246,7 @@ def _operator_ids(fio: FileIO, state_root: str) -> list[int]:
             raise RescaleError(f"unexpected entries {bad} under {state_root}: unknown state layout")
         return sorted(int(n) for n in names)
     ids = []  # object stores: operator ids are dense from 0
-    while fio.exists(join(state_root, str(len(ids)), "_metadata", "metadata")):
+    while fio.exists(join_path(state_root, str(len(ids)), "_metadata", "metadata")):
         ids.append(len(ids))
     return ids
 

@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..checkpoint import CheckpointFileManager
-from ..config import PREFIX
-from ..errors import CheckpointError
 from ..checkpoint.location import open_file_manager
+from ..config import PREFIX
 from ..engine import StoreSpec
-from ..storage import FileIO, fileio_for
+from ..errors import CheckpointError, RescaleError
+from ..storage import FileIO, fileio_for, join_path
 from ..storage.local import local_path_or_none
-from .plan import STAGING_DIR, Plan, build_plan, join, normalize_checkpoint, store_spec_doc
-from .spark_logs import RescaleError, SparkLogs
+from .plan import STAGING_DIR, Plan, build_plan, normalize_checkpoint, store_spec_doc
+from .spark_logs import SparkLogs
 from .task import done_marker_path, staged_manifest_path
 
 ProgressFn = Callable[["Progress"], None]
@@ -68,7 +68,8 @@ class RescaleSummary:
 
     def describe(self) -> str:
         return (f"rescaled {self.checkpoint}: {self.old_partitions} -> {self.new_partitions} partitions as batch "
-                f"{self.batch_id} (state version {self.state_version}, {self.backend} backend); {self.operators} operator(s), "
+                f"{self.batch_id} (state version {self.state_version}, {self.backend} backend); "
+                f"{self.operators} operator(s), "
                 f"{self.stores} store(s) written, {self.rows} entries, {_mb(self.data_bytes)} of state moved, "
                 f"{_mb(self.bytes_uploaded)} written, {self.partitions_skipped} partition(s) reused from an "
                 f"interrupted run, in {self.seconds:.1f} s")
@@ -79,8 +80,7 @@ def _mb(n: int) -> str:
 
 
 def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str, str] | None = None,
-            progress: ProgressFn | None = None, _fail_partitions: tuple[int, ...] = (),
-            _fail_after_offsets: bool = False) -> RescaleSummary:
+            progress: ProgressFn | None = None) -> RescaleSummary:
     """Rescale the state of a stopped sparkstate query to `num_partitions` partitions (see module doc)."""
     t0 = time.perf_counter()
     checkpoint = normalize_checkpoint(checkpoint)
@@ -93,14 +93,12 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str,
     try:
         plan = build_plan(checkpoint, num_partitions, settings_conf, fio)
         t_plan = time.perf_counter()
-        if _fail_partitions:
-            plan = Plan(**{**plan.__dict__, "fail_partitions": tuple(_fail_partitions)})
         _remove_other_staging(fio, plan)
-        fio.write_bytes_atomic(join(plan.staging_dir, "plan.json"), plan.to_json().encode())
+        fio.write_bytes_atomic(join_path(plan.staging_dir, "plan.json"), plan.to_json().encode())
         results = _run_job(spark, plan, fio, progress)
         t_job = time.perf_counter()
         _refuse_if_running_here(spark, checkpoint)
-        _publish(plan, fio, progress, results, _fail_after_offsets)
+        _publish(plan, fio, progress, results)
         _remove_staging(fio, plan)
         t_publish = time.perf_counter()
     finally:
@@ -110,7 +108,8 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str,
     if progress:
         progress(Progress(len(results), plan.new_partitions, moved, rows, "done"))
     return RescaleSummary(
-        checkpoint=checkpoint, backend=plan.backend, old_partitions=plan.old_partitions, new_partitions=plan.new_partitions,
+        checkpoint=checkpoint, backend=plan.backend, old_partitions=plan.old_partitions,
+        new_partitions=plan.new_partitions,
         batch_id=plan.new_batch, state_version=plan.new_version,
         operators=len({s.operator_id for s in plan.stores}), stores=sum(r["stores"] for r in results),
         rows=rows, data_bytes=moved, bytes_uploaded=sum(r["bytesUploaded"] for r in results),
@@ -148,7 +147,7 @@ class _Lock:
     host is taken over; otherwise a second rescale is refused."""
 
     def __init__(self, fio: FileIO, checkpoint: str) -> None:
-        self.fio, self.path = fio, join(checkpoint, STAGING_DIR, "lock")
+        self.fio, self.path = fio, join_path(checkpoint, STAGING_DIR, "lock")
         self.held = False
 
     def acquire(self, num_partitions: int) -> None:
@@ -284,8 +283,7 @@ def _progress_from_markers(plan: Plan, fio: FileIO) -> Progress:
 
 # ---- publishing ------------------------------------------------------------------------------------
 
-def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list[dict],
-             fail_after_offsets: bool) -> None:
+def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list[dict]) -> None:
     logs = SparkLogs(fio, plan.checkpoint)
     staged: list[tuple[CheckpointFileManager, bytes]] = []
     for store in plan.stores:
@@ -307,8 +305,6 @@ def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list
         if not (plan.resume_metadata and existing.shuffle_partitions == plan.new_partitions):
             raise RescaleError(f"offset log entry {logs.offset_path(plan.new_batch)} appeared while rescaling: "
                                "the query was started concurrently; nothing was published")
-    if fail_after_offsets:
-        raise RescaleError("injected failure after writing the offset log entry (test hook)")
     # 4. the stores' new version
     for fm, data in staged:
         try:
@@ -328,7 +324,7 @@ def _remove_staging(fio: FileIO, plan: Plan) -> None:
 
 def _remove_other_staging(fio: FileIO, plan: Plan) -> None:
     """Staging of abandoned plans (another target, or a checkpoint that moved on since) is our garbage."""
-    root = join(plan.checkpoint, STAGING_DIR)
+    root = join_path(plan.checkpoint, STAGING_DIR)
     local = local_path_or_none(root)
     if local is None or not os.path.isdir(local):
         return
@@ -343,6 +339,6 @@ def _delete_tree(fio: FileIO, path: str) -> None:
         shutil.rmtree(local, ignore_errors=True)
         return
     infos = fio.list_info(path, recursive=True)
-    fio.delete_many([join(path, i.name) for i in infos])
+    fio.delete_many([join_path(path, i.name) for i in infos])
 
 

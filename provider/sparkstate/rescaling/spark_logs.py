@@ -22,16 +22,12 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import SparkstateError
+from ..errors import RescaleError
 from ..storage import FileIO
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 PROVIDER_CLASS_CONF = "spark.sql.streaming.stateStore.providerClass"
 _BATCH_RE = re.compile(r"^\d+$")
-
-
-class RescaleError(SparkstateError):
-    """A rescale was refused or failed; the message says why and what to do."""
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ import numpy as np
 
 from ..engine.backend import BackendContext, BulkLoader, SnapshotOutcome
 from ..engine.backends import bulk_loader_for
-from ..engine.snapshot_runner import run_snapshot
 from ..engine.local_layout import InstanceLayout
+from ..engine.snapshot_runner import run_snapshot
+from ..errors import RescaleError
 from ..keygroups import KEY_GROUP_BYTES
-from .spark_logs import RescaleError
 
 WRITE_BATCH_ROWS = 65536
 _KG_OFFSETS = np.arange(KEY_GROUP_BYTES, dtype=np.int64)

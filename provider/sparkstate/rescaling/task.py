@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 
 from ..checkpoint import CheckpointFileManager, Manifest
-from ..engine.backend import BackendContext
-from ..engine.local_layout import InstanceLayout
 from ..checkpoint.location import open_file_manager, open_fileio
 from ..engine import Store, StoreSpec
-from ..storage import FileIO, fileio_for
-from .plan import Plan, StorePlan, join, store_spec_doc
-from .spark_logs import RescaleError
+from ..engine.backend import BackendContext
+from ..engine.local_layout import InstanceLayout
+from ..errors import RescaleError
+from ..storage import FileIO, fileio_for, join_path
+from .plan import Plan, StorePlan, store_spec_doc
 from .targets import Target, data_bytes, new_target, pick, route_chunk
 
 CHUNK_ROWS = 65536
@@ -37,11 +37,11 @@ CHUNK_BYTES = 16 << 20
 
 
 def staged_manifest_path(plan: Plan, store: StorePlan, part: int) -> str:
-    return join(plan.staging_dir, "manifests", str(store.operator_id), str(part), f"{store.store_name}.manifest")
+    return join_path(plan.staging_dir, "manifests", str(store.operator_id), str(part), f"{store.store_name}.manifest")
 
 
 def done_marker_path(plan: Plan, part: int) -> str:
-    return join(plan.staging_dir, "done", f"{part}.json")
+    return join_path(plan.staging_dir, "done", f"{part}.json")
 
 
 class StagingFileManager(CheckpointFileManager):
@@ -109,12 +109,8 @@ def rescale_partitions(plan_json: str, parts: list[int], local_root: str | None 
         ms = int((time.perf_counter() - t0) * 1000)
         for p in todo:
             stats_of[p]["ms"] = ms
-            if p not in plan.fail_partitions:
-                staging_io.write_bytes_atomic(done_marker_path(plan, p), json.dumps(stats_of[p], sort_keys=True).encode())
+            staging_io.write_bytes_atomic(done_marker_path(plan, p), json.dumps(stats_of[p], sort_keys=True).encode())
             results[p] = stats_of[p]
-        failed = [p for p in todo if p in plan.fail_partitions]
-        if failed:
-            raise RescaleError(f"injected failure in new partition {failed[0]} (test hook)")
     return [results[p] for p in parts]
 
 
@@ -174,23 +170,15 @@ def _copy_from(plan: Plan, store: StorePlan, old: int, root: str, targets: dict[
     n_new, n_old = plan.new_partitions, plan.old_partitions
     try:
         reader.load(plan.old_version)
-        cursor = reader.open_cursor(b"")
-        try:
-            done = False
-            while not done:
-                chunk, done = cursor.next_chunk(CHUNK_ROWS, CHUNK_BYTES)
-                if not chunk:
-                    continue
-                if store.single_partition:
-                    targets[0].add(old, chunk, data_bytes(chunk))
-                    continue
-                parts, sizes = route_chunk(chunk, n_new, n_old, old, store.label)
-                for p, target in targets.items():
-                    picked = np.flatnonzero(parts == p)
-                    if len(picked):
-                        target.add(old, pick(chunk, picked), int(sizes[picked].sum()))
-        finally:
-            cursor.close()
+        for chunk in reader.scan(b"", CHUNK_ROWS, CHUNK_BYTES):
+            if store.single_partition:
+                targets[0].add(old, chunk, data_bytes(chunk))
+                continue
+            parts, sizes = route_chunk(chunk, n_new, n_old, old, store.label)
+            for p, target in targets.items():
+                picked = np.flatnonzero(parts == p)
+                if len(picked):
+                    target.add(old, pick(chunk, picked), int(sizes[picked].sum()))
         for target in targets.values():
             target.end_source(old)
     finally:

@@ -47,7 +47,7 @@ def parse_answers(lines: Iterable[str]) -> tuple[list[dict], list[str]]:
 
 
 def answer(request: str) -> str:
-    from .spark_logs import RescaleError
+    from ..errors import RescaleError
     from .task import rescale_partitions
 
     try:

@@ -18,9 +18,9 @@ from collections import defaultdict
 from typing import Iterator
 
 from ..engine import Store, StoreSpec
-from ..keygroups import KEY_GROUP_BYTES
+from ..errors import RescaleError
+from ..keygroups import KEY_GROUP_BYTES, key_group, partition_of
 from .plan import Plan, StorePlan, store_spec_doc
-from .spark_logs import RescaleError
 
 
 def _entries(plan: Plan, store: StorePlan, part: int, version: int, root: str) -> Iterator[tuple[bytes, bytes]]:
@@ -28,20 +28,10 @@ def _entries(plan: Plan, store: StorePlan, part: int, version: int, root: str) -
     reader = Store(spec, local_root=root)
     try:
         reader.load(version)
-        cursor = reader.open_cursor(b"")
-        try:
-            done = False
-            while not done:
-                chunk, done = cursor.next_chunk(65536, 16 << 20)
-                yield from chunk
-        finally:
-            cursor.close()
+        for chunk in reader.scan(b"", 65536, 16 << 20):
+            yield from chunk
     finally:
         reader.close()
-
-
-def _kg(key: bytes) -> int:
-    return int.from_bytes(key[:KEY_GROUP_BYTES], "big", signed=True)
 
 
 def _long_field(row: bytes, num_fields: int, index: int) -> int:
@@ -58,9 +48,10 @@ def verify_routing(plan: Plan, num_partitions: int, version: int) -> int:
                 continue
             for part in range(num_partitions):
                 for key, _ in _entries(plan, store, part, version, root):
-                    if _kg(key) % num_partitions != part:
-                        raise RescaleError(f"{store.label} partition {part} holds key group {_kg(key)}, which "
-                                           f"routes to partition {_kg(key) % num_partitions}")
+                    group = key_group(key)
+                    if partition_of(group, num_partitions) != part:
+                        raise RescaleError(f"{store.label} partition {part} holds key group {group}, which "
+                                           f"routes to partition {partition_of(group, num_partitions)}")
                     checked += 1
     return checked
 
@@ -80,11 +71,11 @@ def verify_join_state(plan: Plan, num_partitions: int, version: int) -> dict[str
                 for part in range(num_partitions):
                     expected: dict[int, list[int]] = defaultdict(list)
                     for key, value in _entries(plan, counts_store, part, version, root):
-                        expected[_kg(key)].extend(range(_long_field(value, 1, 0)))
+                        expected[key_group(key)].extend(range(_long_field(value, 1, 0)))
                         checked[counts_store.store_name] += 1
                     found: dict[int, list[int]] = defaultdict(list)
                     for key, _ in _entries(plan, index_store, part, version, root):
-                        found[_kg(key)].append(_long_field(key[KEY_GROUP_BYTES:], n_fields, n_fields - 1))
+                        found[key_group(key)].append(_long_field(key[KEY_GROUP_BYTES:], n_fields, n_fields - 1))
                         checked[index_store.store_name] += 1
                     for kg in set(expected) | set(found):
                         if sorted(expected.get(kg, [])) != sorted(found.get(kg, [])):

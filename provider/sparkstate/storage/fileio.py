@@ -14,10 +14,9 @@ beyond the interface.
 """
 from __future__ import annotations
 
-import posixpath
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-import importlib
 from typing import Any, BinaryIO, Iterable, Mapping
 from urllib.parse import urlsplit
 
@@ -76,8 +75,8 @@ class FileIO(ABC):
         ('/'-separated when recursive). Used by the offline orphan collector, never on the commit path."""
 
     def join(self, *parts: str) -> str:
-        """Join path parts with '/', the separator of every supported scheme."""
-        return posixpath.join(*parts)
+        """Join path parts with '/', the separator of every supported scheme (see `join_path`)."""
+        return join_path(*parts)
 
 
     def open_write(self, path: str) -> BinaryIO | None:
@@ -95,6 +94,12 @@ class FileIO(ABC):
 # Scheme -> the module under `sparkstate.storage` that implements it, imported on first use. Each module
 # defines `open_fileio(storage_conf)` and `storage_options(settings, hadoop_conf)`.
 _SCHEMES = {"": "local", "file": "local", "s3": "s3", "s3a": "s3"}
+
+
+def join_path(base: str, *parts: str) -> str:
+    """`base/part/...` in any supported scheme: a trailing '/' of `base` and the slashes around each
+    part are dropped, so `join_path("s3://b/x/", "state")` is `s3://b/x/state`."""
+    return "/".join([base.rstrip("/")] + [p.strip("/") for p in parts])
 
 
 def scheme_of(uri: str) -> str:
