@@ -1,8 +1,9 @@
 """Store registries: a worker's own table, or one table shared by the embedded workers of a JVM."""
 import pytest
 
+from sparkstate.errors import UnknownHandleError
 from sparkstate.worker import registry as registry_module
-from sparkstate.worker.registry import StoreRegistry, StoreTable, UnknownHandleError
+from sparkstate.worker.registry import StoreRegistry, StoreTable
 
 
 class _Store:
@@ -30,7 +31,7 @@ def test_workers_sharing_a_table_reach_each_others_stores():
     a = first.open(_spec("a"))
     b = second.open(_spec("b"))
     assert a != b
-    assert second.get(a).spec.name == "a" and second.lookup(a) is first.get(a)
+    assert second.get(a).spec.name == "a" and second.get(a) is first.get(a)
     assert first.get(b).spec.name == "b"
 
 
@@ -49,6 +50,5 @@ def test_a_stopping_worker_closes_only_the_stores_it_opened():
 def test_separate_registries_do_not_share():
     first, second = StoreRegistry(), StoreRegistry()
     a = first.open(_spec("a"))
-    assert second.lookup(a) is None
     with pytest.raises(UnknownHandleError):
         second.get(a)

@@ -46,12 +46,7 @@ class Session:
         """Apply one frame; return the response bytes of a synchronous frame, None otherwise. Never
         raises: a frame that fails is answered with an error frame (sync) or becomes the pending error."""
         if op == p.OP_GET and self.pending_error is None:
-            # The per-key hot path (one per state lookup): no extra call layers.
-            try:
-                value = self._store_of(handle).get(payload)
-            except Exception as exc:
-                return p.encode_error(describe_error(exc, op, handle))
-            return p.ABSENT if value is None else _pack_int(len(value)) + value
+            return answer_get(self._store_of, handle, payload)
         if op in p.SYNC_OPS:
             if self.pending_error is not None:
                 error, self.pending_error = self.pending_error, None
@@ -119,6 +114,16 @@ class Session:
                 self._close_cursor(cursor_id)
             except Exception:
                 traceback.print_exc()
+
+
+def answer_get(store_of: Callable[[int], object], handle: int, key: bytes) -> bytes:
+    """The response to a GET: the per-row state lookup of every transport, with no extra call layers
+    (`store_of` raises for an unknown handle, answered as an error)."""
+    try:
+        value = store_of(handle).get(key)  # type: ignore[attr-defined]
+    except Exception as exc:
+        return p.encode_error(describe_error(exc, p.OP_GET, handle))
+    return p.ABSENT if value is None else _pack_int(len(value)) + value
 
 
 def describe_error(exc: BaseException, op: int, handle: int) -> str:

@@ -19,7 +19,7 @@ import threading
 
 from . import protocol as p
 from .control import WorkerControl
-from .dispatcher import Session, describe_error
+from .dispatcher import Session, answer_get
 from .registry import StoreRegistry, StoreTable
 
 # Python threads of the engine (uploads, background snapshots) give the GIL back to task threads sooner.
@@ -43,7 +43,7 @@ class EmbeddedChannel:
     def __init__(self, worker_id: str, registry: StoreRegistry, out: object, response: object):
         self.worker_id = worker_id
         self._session = Session(registry.get)
-        self._lookup = registry.lookup
+        self._store_of = registry.get
         self._oversized = b""
         self.bind(out, response)
 
@@ -56,23 +56,8 @@ class EmbeddedChannel:
         out = self._out
         size, op, handle, length = _FIRST.unpack_from(out, 0)
         if op == p.OP_GET and size == _HEADER_SIZE + length and self._session.pending_error is None:
-            # The per-row state lookup, all of it here: no frame loop, no response concatenation.
-            store = self._lookup(handle)
-            if store is not None:  # else the frame loop reports the unknown handle
-                try:
-                    value = store.get(bytes(out[_GET_ONLY:_GET_ONLY + length]))
-                except Exception as exc:
-                    return self._answer(p.encode_error(describe_error(exc, op, handle)))
-                if value is None:
-                    self._response[:4] = p.ABSENT
-                    return 4
-                end = len(value) + 4
-                response = self._response
-                if end > len(response):
-                    return self._answer(p.encode_value(value))
-                _INT.pack_into(response, 0, end - 4)
-                response[4:end] = value
-                return end
+            # The per-row state lookup: no frame loop.
+            return self._answer(answer_get(self._store_of, handle, bytes(out[_GET_ONLY:_GET_ONLY + length])))
         end = 4 + size
         pos = 4
         apply = self._session.handle

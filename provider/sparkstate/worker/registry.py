@@ -12,10 +12,7 @@ import itertools
 import threading
 
 from ..engine import Store, StoreSpec
-
-
-class UnknownHandleError(KeyError):
-    pass
+from ..errors import UnknownHandleError
 
 
 class StoreTable:
@@ -31,8 +28,6 @@ class StoreRegistry:
     def __init__(self, local_root: str | None = None, table: StoreTable | None = None):
         self._table = table if table is not None else StoreTable()
         self._stores = self._table.stores
-        # The store of a handle or None, without the error: for a transport's per-row fast path.
-        self.lookup = self._stores.get
         self._owned: set[int] = set()  # guarded by the table's lock
         self._local_root = local_root
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
-
 from ...checkpoint import Manifest
 from ...errors import StoreStateError
 from ..backend import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources

@@ -9,6 +9,7 @@ from ...errors import StoreStateError
 from ..backend import Cursor
 from .versioned_map import VersionedMap
 
+
 class HeapPrefixCursor(Cursor):
     """Scan of one indexed PrefixKeyScan prefix (a session's windows, a join key's values): point reads
     through a view frozen at open, O(keys with the prefix); writes during the scan copy on write."""

@@ -97,8 +97,8 @@ def _arrays_batch(keys: pa.BinaryArray, values: pa.BinaryArray) -> pa.RecordBatc
 
 
 def encode(kind: str, version: int, rows: Sequence[tuple[bytes, bytes | None]], compression: str) -> bytes:
-    """A whole (small) format-v1 file in memory. The backend no longer writes v1 deltas (see
-    `JournalWriter`); kept to test that they stay readable."""
+    """A whole (small) format-v1 file in memory. The backend writes deltas as journals (see
+    `JournalWriter`); this writer exists so tests can check that v1 deltas stay readable."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, schema(kind, version, len(rows)), options=_options(compression)) as w:
         for i in range(0, len(rows), BATCH_ROWS):
