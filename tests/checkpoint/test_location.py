@@ -1,10 +1,4 @@
-from sparkstate.checkpoint.location import (
-    StoreLocation,
-    open_file_manager,
-    query_key,
-    spark_store_location,
-    state_root,
-)
+from sparkstate.checkpoint.location import StoreLocation, open_file_manager, query_key, spark_store_location, state_root
 from sparkstate.config import Settings
 from sparkstate.storage import LocalFileIO
 from sparkstate.storage.s3 import S3FileIO

@@ -9,6 +9,11 @@ A module can pass extra sparkstate settings (ignored for the built-in providers)
 
     pytestmark = [pytest.mark.sparkstate_settings(transport="py4j"),
                   pytest.mark.spark_conf({"spark.sql.streaming.stateStore.minDeltasForSnapshot": "5"})]
+
+Variants: a test that takes the `variant` fixture runs once per store variant (`VARIANTS`: a backend or a
+transport), each with the variant's settings set on the session for that test. Which variants: the
+module's `VARIANTS` tuple if it has one, else the test's `@pytest.mark.variants(...)`, else rocksdb and
+heap. With a built-in provider there is one variant, `builtin`, which sets nothing.
 """
 from __future__ import annotations
 
@@ -48,10 +53,46 @@ def selected_provider() -> str:
     return name
 
 
+PREFIX = "spark.sql.streaming.stateStore.sparkstate."
+# heap.snapshotEveryVersions=2 makes background full snapshots (and chains that start from one) happen
+# within these short queries.
+VARIANTS = {
+    "rocksdb": {"backend": "rocksdb"},
+    "heap": {"backend": "heap", "heap.snapshotEveryVersions": "2"},
+    "socket": {"backend": "rocksdb", "transport": "socket"},
+    "py4j": {"backend": "rocksdb", "transport": "py4j"},
+}
+DEFAULT_VARIANTS = ("rocksdb", "heap")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "variant" not in metafunc.fixturenames:
+        return
+    if selected_provider() != "sparkstate":
+        names: tuple[str, ...] = ("builtin",)
+    elif hasattr(metafunc.module, "VARIANTS"):
+        names = tuple(metafunc.module.VARIANTS)
+    else:
+        marker = metafunc.definition.get_closest_marker("variants")
+        names = tuple(marker.args) if marker else DEFAULT_VARIANTS
+    metafunc.parametrize("variant", names, indirect=True)
+
+
+@pytest.fixture()
+def variant(request: pytest.FixtureRequest, spark) -> Iterator[str]:
+    """The store variant of this test run; its settings are set on the session for the test."""
+    from spark_harness import session_conf
+
+    conf = {PREFIX + k: v for k, v in VARIANTS.get(request.param, {}).items()}
+    with session_conf(spark, conf):
+        yield request.param
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sparkstate_settings(**settings): extra sparkstate settings "
                                        "for the module's SparkSession (sparkstate provider only)")
     config.addinivalue_line("markers", "spark_conf(dict): extra Spark confs for the module's SparkSession")
+    config.addinivalue_line("markers", "variants(*names): the store variants a test taking `variant` runs in")
 
 
 def pytest_report_header(config: pytest.Config) -> str:

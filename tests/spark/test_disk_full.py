@@ -11,7 +11,6 @@ import random
 import subprocess
 
 import pytest
-
 from conftest import selected_provider
 from spark_harness import PREFIX, AggregationCase
 
@@ -74,26 +73,22 @@ def test_full_checkpoint_disk_fails_clearly_and_a_restart_after_freeing_space_is
     case.checkpoint = str(small_disk / "ckpt")
     case.writer = lambda: _wide_writer(case)
     conf = {PREFIX + "backend": backend}
-    case.source.add_all(case.files[:1])
-    case.run(conf)
-    filler = _fill(small_disk, leave_bytes=64 << 10)
-    case.source.add_all(case.files[1:2])
-    message = case.failure_of_run(conf)
-    assert "No space left on device" in message or "no space left" in message.lower(), message[:3000]
-    assert str(small_disk) in message, f"the error does not name the full path: {message[:3000]}"
-    os.remove(filler)
-    case.source.add_all(case.files[2:])
-    case.run(conf)
-    _assert_matches(case)
+    _fail_on_a_full_disk_then_recover(case, conf, small_disk, leave_bytes=64 << 10)
 
 
 def test_full_local_dir_fails_clearly_and_a_restart_after_freeing_space_is_exact(spark, tmp_path, small_disk):
     case = _wide_case(spark, tmp_path, seed=52)
     case.writer = lambda: _wide_writer(case)
     conf = {PREFIX + "backend": "rocksdb", PREFIX + "localDir": str(small_disk / "local")}
+    _fail_on_a_full_disk_then_recover(case, conf, small_disk, leave_bytes=32 << 10)
+
+
+def _fail_on_a_full_disk_then_recover(case, conf, small_disk, leave_bytes: int) -> None:
+    """One batch commits, the disk fills, the next batch must fail naming the full path; once space is
+    freed, a restart finishes the input and matches the batch computation."""
     case.source.add_all(case.files[:1])
     case.run(conf)
-    filler = _fill(small_disk, leave_bytes=32 << 10)
+    filler = _fill(small_disk, leave_bytes=leave_bytes)
     case.source.add_all(case.files[1:2])
     message = case.failure_of_run(conf)
     assert "No space left on device" in message or "no space left" in message.lower(), message[:3000]
@@ -106,7 +101,6 @@ def test_full_local_dir_fails_clearly_and_a_restart_after_freeing_space_is_exact
 
 def _assert_matches(case):
     from pyspark.sql import functions as F
-
     from spark_harness import assert_same_rows
 
     expected = case.source.batch().groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("total"),

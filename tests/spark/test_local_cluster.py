@@ -8,12 +8,12 @@ import threading
 import time
 
 import pytest
-
 from conftest import selected_provider
 from fault_plugin import fault_python, fired
 from spark_harness import PREFIX, AggregationCase
 from test_operators import test_aggregation_update_mode, test_drop_duplicates  # noqa: F401
 
+VARIANTS = ("rocksdb",)  # the operator tests imported below run on one backend here
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Faults for executors' embedded interpreters: fault_site/sitecustomize.py reads this file when it exists.
 FAULTS_FILE = os.path.join(tempfile.gettempdir(), f"sparkstate-test-faults-{os.getpid()}.json")
@@ -41,12 +41,14 @@ def _cmdline(pid: int) -> str:
 
 
 def test_store_workers_run_under_executor_jvms(spark, tmp_path):
-    test_aggregation_update_mode(spark, tmp_path)  # make sure stores were used in this session
+    test_aggregation_update_mode(spark, tmp_path, "rocksdb")  # make sure stores were used in this session
     parents = {_ppid(int(p)) for p in os.listdir("/proc")
                if p.isdigit() and "sparkstate.worker" in _cmdline(int(p))}
     parents.discard(os.getpid())
-    executor_parents = [p for p in parents if "CoarseGrainedExecutorBackend" in _cmdline(p)]
-    assert executor_parents, f"no sparkstate worker is a child of an executor JVM (parents: {parents})"
+    app = spark.sparkContext.applicationId  # executors of this session only, not of another run's
+    executor_parents = [p for p in parents
+                        if "CoarseGrainedExecutorBackend" in _cmdline(p) and f"--app-id {app}" in _cmdline(p)]
+    assert executor_parents, f"no sparkstate worker is a child of an executor JVM of {app} (parents: {parents})"
 
 
 @pytest.mark.parametrize("backend", ["rocksdb", "heap"])
@@ -68,6 +70,7 @@ def test_executor_killed_mid_query_gives_exact_results(spark, tmp_path, backend)
         if fired(marker):
             executor = _ppid(fired(marker)[0]["pid"])
             assert "CoarseGrainedExecutorBackend" in _cmdline(executor)
+            assert f"--app-id {spark.sparkContext.applicationId}" in _cmdline(executor)
             os.kill(executor, signal.SIGKILL)
             killed.append(executor)
 

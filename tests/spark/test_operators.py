@@ -8,15 +8,20 @@ from __future__ import annotations
 import random
 
 import pandas as pd
+import pytest
+from datagen import BASE, BUCKET, EVENT_SCHEMA, advance_row, event_time, into_files, max_t, random_events
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-from datagen import (BASE, BUCKET, EVENT_SCHEMA, advance_row, event_time, into_files, max_t,
-                     random_events)
-from spark_harness import (BatchCollector, InputDir, assert_same_rows, committed_batches,
-                           read_parquet_sink, run_available_now)
+from spark_harness import (
+    BatchCollector,
+    InputDir,
+    assert_same_rows,
+    committed_batches,
+    read_parquet_sink,
+    run_available_now,
+)
 
 DELAY = "10 seconds"
 DELAY_S = 10
@@ -67,7 +72,8 @@ def _per_key_stats(df: DataFrame) -> DataFrame:
                                F.min("v").alias("lo"), F.max("v").alias("hi"))
 
 
-def test_aggregation_update_mode(spark, tmp_path):
+@pytest.mark.variants("rocksdb", "heap", "socket", "py4j")
+def test_aggregation_update_mode(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     files = random_events(seed=1, n_files=4, per_file=50, n_keys=12)
     sink = BatchCollector()
@@ -76,7 +82,7 @@ def test_aggregation_update_mode(spark, tmp_path):
     assert_same_rows(sink.updated(["k"]), _per_key_stats(case.source.batch()).collect(), min_rows=12)
 
 
-def test_aggregation_complete_mode(spark, tmp_path):
+def test_aggregation_complete_mode(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     files = random_events(seed=2, n_files=5, per_file=40, n_keys=9)
 
@@ -90,7 +96,7 @@ def test_aggregation_complete_mode(spark, tmp_path):
     assert_same_rows(sink.completed(), query(case.source.batch()).collect(), min_rows=20)
 
 
-def test_windowed_count_append_mode_with_watermark(spark, tmp_path):
+def test_windowed_count_append_mode_with_watermark(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     files = random_events(seed=3, n_files=5, per_file=30, n_keys=4)
     files.append([advance_row(len(files))])
@@ -113,7 +119,7 @@ def test_windowed_count_append_mode_with_watermark(spark, tmp_path):
     assert not [r for r in got if r["k"] == "zz-advance"]
 
 
-def test_global_aggregation(spark, tmp_path):
+def test_global_aggregation(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     files = random_events(seed=4, n_files=5, per_file=30, n_keys=5)
 
@@ -132,7 +138,7 @@ def test_global_aggregation(spark, tmp_path):
 
 # --------------------------------------------------------------------------- deduplication
 
-def test_drop_duplicates(spark, tmp_path):
+def test_drop_duplicates(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     # few distinct (k, v) pairs, so most rows -- including many in the second run -- are duplicates
     files = random_events(seed=5, n_files=6, per_file=40, n_keys=6, v_range=15)
@@ -143,7 +149,7 @@ def test_drop_duplicates(spark, tmp_path):
                      case.source.batch().select("k", "v").distinct().collect(), min_rows=40)
 
 
-def test_drop_duplicates_within_watermark(spark, tmp_path):
+def test_drop_duplicates_within_watermark(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     rng = random.Random(6)
     n_files = 6
@@ -240,12 +246,13 @@ def _run_join(spark, tmp_path, how: str, seed: int):
     return read_parquet_sink(spark, output), batch, final_wm
 
 
-def test_stream_stream_inner_join(spark, tmp_path):
+@pytest.mark.variants("rocksdb", "heap", "socket", "py4j")
+def test_stream_stream_inner_join(spark, tmp_path, variant):
     got, batch, _ = _run_join(spark, tmp_path, "inner", seed=7)
     assert_same_rows(got, batch.collect(), min_rows=40)
 
 
-def test_stream_stream_left_outer_join(spark, tmp_path):
+def test_stream_stream_left_outer_join(spark, tmp_path, variant):
     got, batch, final_wm = _run_join(spark, tmp_path, "left_outer", seed=8)
     # An unmatched left row is emitted once no future right row can match it: once the watermark
     # passes lt + range. Rows still waiting at the end (only the advance row, by construction) are
@@ -260,7 +267,8 @@ def test_stream_stream_left_outer_join(spark, tmp_path):
 
 # ------------------------------------------------------------------------------ session windows
 
-def test_session_window_append_mode(spark, tmp_path):
+@pytest.mark.variants("rocksdb", "heap", "socket", "py4j")
+def test_session_window_append_mode(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     # ~1 event per 10 s per key with a 5 s gap: a mix of single-event and multi-event sessions,
     # some spanning files (and the restart).
@@ -310,7 +318,8 @@ def _running_totals_fn():
     return running_totals
 
 
-def test_apply_in_pandas_with_state_event_time_timeout(spark, tmp_path):
+@pytest.mark.variants("rocksdb", "heap", "socket")
+def test_apply_in_pandas_with_state_event_time_timeout(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     rng = random.Random(10)
     n_files = 6
@@ -349,7 +358,7 @@ def test_apply_in_pandas_with_state_event_time_timeout(spark, tmp_path):
 
 # ------------------------------------------------------------------------------- streaming limit
 
-def test_streaming_limit(spark, tmp_path):
+def test_streaming_limit(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     files = [[{"id": f"f{i}-{j}", "k": f"k{j % 4}", "v": j, "t": BASE + BUCKET * i + j} for j in range(20)]
              for i in range(5)]

@@ -12,8 +12,31 @@ import subprocess
 import sys
 
 import pytest
+from conftest import selected_provider
+from datagen import BASE, advance_row, event_time, into_files, max_t, random_events
+from fault_plugin import fault_python
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupStateTimeout
+from spark_harness import (
+    PREFIX,
+    BatchCollector,
+    InputDir,
+    assert_same_rows,
+    committed_batches,
+    run_available_now,
+    session_conf,
+)
+from test_operators import (
+    DELAY,
+    DELAY_S,
+    JOIN_SCHEMA,
+    STATE_TIMEOUT_S,
+    Case,
+    _join,
+    _join_inputs,
+    _per_key_stats,
+    _running_totals_fn,
+)
 
 import sparkstate
 from sparkstate.rescaling import RescaleError, build_plan
@@ -21,14 +44,6 @@ from sparkstate.rescaling.spark_logs import SparkLogs
 from sparkstate.rescaling.verify import verify_join_state, verify_routing
 from sparkstate.storage import fileio_for
 from tests.storage.instrumented import InjectedFault, instrument_local_storage
-
-from conftest import selected_provider
-from datagen import BASE, advance_row, event_time, into_files, max_t, random_events
-from fault_plugin import fault_python
-from spark_harness import (PREFIX, BatchCollector, InputDir, assert_same_rows, committed_batches, run_available_now,
-                           session_conf)
-from test_operators import (DELAY, DELAY_S, JOIN_SCHEMA, STATE_TIMEOUT_S, Case, _join, _join_inputs,
-                            _per_key_stats, _running_totals_fn)
 
 pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="rescaling is a sparkstate feature")
 

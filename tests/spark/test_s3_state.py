@@ -13,13 +13,23 @@ import tempfile
 import time
 
 import pytest
-from pyspark.sql import functions as F
-
 from conftest import selected_provider
 from datagen import EVENT_SCHEMA, random_events
-from spark_harness import BatchCollector, InputDir, assert_same_rows, committed_batches, run_available_now
-from test_operators import (test_aggregation_update_mode, test_apply_in_pandas_with_state_event_time_timeout,  # noqa: F401
-                            test_stream_stream_inner_join)
+from pyspark.sql import functions as F
+from spark_harness import (
+    PREFIX,
+    BatchCollector,
+    InputDir,
+    assert_same_rows,
+    committed_batches,
+    run_available_now,
+    session_conf,
+)
+from test_operators import (  # noqa: F401
+    test_aggregation_update_mode,
+    test_apply_in_pandas_with_state_event_time_timeout,
+    test_stream_stream_inner_join,
+)
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 from tests.storage.s3_server import SeaweedServer, serving, spark_state_on_s3_marks  # noqa: E402
@@ -29,6 +39,7 @@ _DIR = tempfile.mkdtemp(prefix="sparkstate-s3-spark-")
 SERVER = SeaweedServer(_DIR)  # ports chosen now, so the session conf below can name the endpoint
 
 pytestmark = spark_state_on_s3_marks(SERVER, BUCKET, selected_provider())
+VARIANTS = ("rocksdb", "heap")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -45,8 +56,8 @@ def _keys(prefix: str) -> list[str]:
     return out
 
 
-def test_state_lives_on_s3_not_in_the_checkpoint(spark, tmp_path):
-    test_aggregation_update_mode(spark, tmp_path)
+def test_state_lives_on_s3_not_in_the_checkpoint(spark, tmp_path, variant):
+    test_aggregation_update_mode(spark, tmp_path, variant)
     manifests = [k for k in _keys("state/") if "/sparkstate/manifests/" in k]
     assert manifests, "no manifest on S3"
     local = [os.path.join(d, n) for d, _, ns in os.walk(tmp_path / "checkpoint") for n in ns]
@@ -73,7 +84,7 @@ def _kill_server_on_sentinel(pid_file: str):
     return fn
 
 
-def test_server_stopped_mid_commit_then_restart_is_exact(spark, tmp_path):
+def test_server_stopped_mid_commit_then_restart_is_exact(spark, tmp_path, variant):
     source = InputDir(spark, str(tmp_path / "in"), EVENT_SCHEMA)
     checkpoint, pid_file = str(tmp_path / "ckpt"), str(tmp_path / "server.pid")
     files = random_events(seed=33, n_files=5, per_file=60, n_keys=15)
@@ -105,3 +116,12 @@ def test_server_stopped_mid_commit_then_restart_is_exact(spark, tmp_path):
     expected = source.batch().groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("total")).collect()
     assert_same_rows(sink.updated(["k"]), expected, min_rows=15)
     assert failed_after < 90
+
+
+def test_heap_state_files_are_on_s3(spark, tmp_path, s3_server):
+    with session_conf(spark, {PREFIX + "backend": "heap"}):
+        test_aggregation_update_mode(spark, tmp_path, "heap")
+    keys = [o["Key"] for page in s3_server.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
+            for o in page.get("Contents", ())]
+    assert any(k.endswith(".manifest") for k in keys) and any(".arrow" in k or "delta" in k for k in keys), keys[:20]
+    assert not any("sparkstate" in dirs for _, dirs, _ in os.walk(str(tmp_path / "checkpoint" / "state")))

@@ -4,10 +4,8 @@ Parity: the same queries give the batch results. This module is the only one tha
 its first test runs before any embedded worker exists (one JVM embeds one interpreter, for good).
 """
 import pytest
-
 from conftest import selected_provider
-from spark_harness import checkpoint_loads_per_batch
-from spark_harness import PREFIX, AggregationCase
+from spark_harness import PREFIX, AggregationCase, checkpoint_loads_per_batch
 
 pytestmark = [pytest.mark.sparkstate_settings(transport="embedded"),
               pytest.mark.skipif(selected_provider() != "sparkstate", reason="a sparkstate setting")]
@@ -36,5 +34,6 @@ def test_a_store_stays_live_whichever_task_thread_runs_its_partition(spark, tmp_
     case.assert_matches_batch()
 
 
-from test_operators import (test_aggregation_update_mode, test_session_window_append_mode,  # noqa: E402,F401
-                            test_stream_stream_inner_join)
+VARIANTS = ("rocksdb",)  # the operator tests imported below run embedded, on RocksDB
+
+from test_operators import test_aggregation_update_mode, test_session_window_append_mode, test_stream_stream_inner_join  # noqa: E402,F401
