@@ -23,8 +23,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from sparkstate.config import HEAP_LAYOUTS
-    from sparkstate.engine.heap_backend import HeapScanCursor
-    from sparkstate.engine.heap_map import VersionedMap
+    from sparkstate.engine.heap.cursors import HeapScanCursor
+    from sparkstate.engine.heap.versioned_map import VersionedMap
     from sparkstate.worker.dispatcher import CHUNK_MAX_BYTES, CHUNK_MAX_ROWS
 
     for layout in HEAP_LAYOUTS:

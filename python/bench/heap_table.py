@@ -24,7 +24,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from sparkstate.config import HEAP_LAYOUTS
-    from sparkstate.engine.live_table import new_live_table
+    from sparkstate.engine.heap.live_table import new_live_table
 
     rnd = random.Random(3)
     keys = [rnd.randbytes(20) for _ in range(args.keys)]
