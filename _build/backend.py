@@ -1,8 +1,10 @@
 """PEP 517 backend: setuptools plus one step that compiles the JVM shim.
 
 Before building a wheel (or an editable install) it compiles `jvm-shim/src/main/java/**/*.java` with
-`javac --release 17` against the jars of the pinned pyspark and puts `sparkstate.jar` inside the Python
-package, so `pip install .` needs only pip and a JDK.
+`javac --release 17` against the jars of the pinned pyspark, adds the settings declarations of
+provider/sparkstate/config.py as `io/sparkstate/settings.json` (the shim's defaults and bounds come from
+there), and puts `sparkstate.jar` inside the Python package, so `pip install .` needs only pip and a JDK.
+`run_java_tests` compiles and runs the shim's unit tests (jvm-shim/src/test/java) against that jar.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 
 from setuptools import build_meta as _setuptools
@@ -17,6 +20,8 @@ from setuptools.build_meta import *  # noqa: F401,F403  (re-export every other h
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JAVA_SOURCES = os.path.join(ROOT, "jvm-shim", "src", "main", "java")
+JAVA_TESTS = os.path.join(ROOT, "jvm-shim", "src", "test", "java")
+SETTINGS_RESOURCE = "settings.json"
 OUT_JAR = os.path.join(ROOT, "provider", "sparkstate", "jars", "sparkstate.jar")
 
 
@@ -44,17 +49,46 @@ def _jdk_tool(name: str) -> str:
     return path
 
 
-def build_jar() -> str:
-    sources = sorted(glob.glob(os.path.join(JAVA_SOURCES, "**", "*.java"), recursive=True))
+def _settings_declarations() -> str:
+    """The settings declarations of provider/sparkstate/config.py as JSON (read by ShimSettings.java)."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "from sparkstate.config import declarations_json; print(declarations_json())")
+    return subprocess.check_output([sys.executable, "-c", code, os.path.join(ROOT, "provider")], text=True)
+
+
+def _compile(sources: list[str], classpath: str, classes: str) -> None:
+    subprocess.check_call([_jdk_tool("javac"), "--release", "17", "-encoding", "UTF-8", "-nowarn",
+                           "-Xlint:none", "-cp", classpath, "-d", classes, *sources])
+
+
+def _sources(root: str) -> list[str]:
+    sources = sorted(glob.glob(os.path.join(root, "**", "*.java"), recursive=True))
     if not sources:
-        raise RuntimeError(f"no Java sources under {JAVA_SOURCES}")
+        raise RuntimeError(f"no Java sources under {root}")
+    return sources
+
+
+def build_jar() -> str:
     classpath = os.path.join(_spark_jars_dir(), "*")
     with tempfile.TemporaryDirectory() as classes:
-        subprocess.check_call([_jdk_tool("javac"), "--release", "17", "-encoding", "UTF-8", "-nowarn",
-                               "-Xlint:none", "-cp", classpath, "-d", classes, *sources])
+        _compile(_sources(JAVA_SOURCES), classpath, classes)
+        resource = os.path.join(classes, "io", "sparkstate", SETTINGS_RESOURCE)
+        with open(resource, "w", encoding="utf-8") as f:
+            f.write(_settings_declarations())
         os.makedirs(os.path.dirname(OUT_JAR), exist_ok=True)
         subprocess.check_call([_jdk_tool("jar"), "--create", "--file", OUT_JAR, "-C", classes, "."])
     return OUT_JAR
+
+
+def run_java_tests(jar: str = OUT_JAR) -> subprocess.CompletedProcess:
+    """Compile jvm-shim/src/test/java against the shim jar and Spark's jars and run them (ShimTests: no
+    test framework is reachable offline, so the runner is part of the tests). Returns the finished
+    process; its output lists every test, exit code 0 when all passed."""
+    classpath = os.pathsep.join([jar, os.path.join(_spark_jars_dir(), "*")])
+    with tempfile.TemporaryDirectory() as classes:
+        _compile(_sources(JAVA_TESTS), classpath, classes)
+        return subprocess.run([_jdk_tool("java"), "-cp", os.pathsep.join([classes, classpath]),
+                               "io.sparkstate.ShimTests"], capture_output=True, text=True, timeout=600)
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):

@@ -38,6 +38,7 @@ def _choice(*options: str) -> Callable[[str], str]:
         if value not in options:
             raise ValueError
         return value
+    parse.choices = options  # type: ignore[attr-defined]  # for declarations_json
     return parse
 
 
@@ -47,6 +48,7 @@ def _int_at_least(low: int) -> Callable[[str], int]:
         if value < low:
             raise ValueError
         return value
+    parse.minimum = low  # type: ignore[attr-defined]  # for declarations_json
     return parse
 
 
@@ -228,6 +230,27 @@ def _check_fields_match() -> None:
 
 
 _check_fields_match()
+
+
+def declarations_json() -> str:
+    """Every declaration as JSON (key, default, kind, minimum or choices): built into the shim's jar, where
+    ShimSettings reads the defaults and bounds of the few settings the JVM uses itself, so the two sides
+    cannot disagree."""
+    import json
+
+    out = []
+    for d in DECLARATIONS:
+        entry: dict[str, Any] = {"key": PREFIX + d.key, "default": d.default, "valid": d.valid}
+        if hasattr(d.parse, "choices"):
+            entry.update(kind="choice", choices=list(d.parse.choices))  # type: ignore[attr-defined]
+        elif hasattr(d.parse, "minimum"):
+            entry.update(kind="int", minimum=d.parse.minimum)  # type: ignore[attr-defined]
+        elif d.parse is _bool:
+            entry.update(kind="bool")
+        else:
+            entry.update(kind="text")
+        out.append(entry)
+    return json.dumps(out, indent=1, sort_keys=True)
 
 
 def settings_table_markdown() -> str:

@@ -124,6 +124,8 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
     this.numPartitions = readNumPartitions(hadoopConf);
     this.settings = ShimSettings.from(storeConf);
     this.specJson = Json.write(spec(UUID.randomUUID().toString()));
+    // Built and dropped: a key schema the codec cannot route fails here, at init, not at the first load.
+    // Each store gets its own codec (its projections hold mutable rows and are not shared).
     new KeyCodec(keySchema, valueSchema, numColsPrefixKey, id.storeName(), numPartitions, id.partitionId());
   }
 

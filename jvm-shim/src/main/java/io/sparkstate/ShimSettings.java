@@ -1,5 +1,10 @@
 package io.sparkstate;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.io.InputStream;
+import java.util.HashMap;
 import java.util.Map;
 import java.util.TreeMap;
 import org.apache.spark.SparkEnv;
@@ -8,9 +13,13 @@ import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * The few settings the JVM side itself needs (interpreter, transport, start timeout, pool size), plus every
- * explicitly set {@code spark.sql.streaming.stateStore.sparkstate.*} key, which is passed to Python
- * untouched: Python (sparkstate.config) owns validation of the full set.
+ * The few settings the JVM side itself needs (interpreter, transport, timeouts, pool size, shm
+ * directory), plus every explicitly set {@code spark.sql.streaming.stateStore.sparkstate.*} key, which is
+ * passed to Python untouched: Python (sparkstate.config) owns validation of the full set.
+ *
+ * <p>Defaults, bounds and choices are not written here: the build puts Python's declarations
+ * ({@code config.DECLARATIONS}) into the jar as {@code settings.json}, read once, so the two sides cannot
+ * disagree on a key, a default or a range.
  */
 final class ShimSettings {
   static final String PREFIX = "spark.sql.streaming.stateStore.sparkstate.";
@@ -23,6 +32,9 @@ final class ShimSettings {
   static final String SHM_DIR = PREFIX + "shmDir";
   static final String EMBEDDED = "embedded";
   static final String SHM = "shm";
+
+  /** Python's declarations by full key (see the class comment). */
+  static final Map<String, JsonNode> DECLARED = loadDeclarations();
 
   final Map<String, String> all;
   final String pythonExec;
@@ -37,16 +49,18 @@ final class ShimSettings {
   /** Where shm segments are created; null: /dev/shm when writable, else java.io.tmpdir. */
   final String shmDir;
 
-  private ShimSettings(Map<String, String> all, String pythonExec, String transport, long timeoutMs,
-      int maxWorkers, long heartbeatTimeoutMs, long stallTimeoutMs, String shmDir) {
+  private ShimSettings(Map<String, String> all, String pythonExec) {
     this.all = all;
     this.pythonExec = pythonExec;
-    this.transport = transport;
-    this.workerStartTimeoutMs = timeoutMs;
-    this.maxWorkers = maxWorkers;
-    this.heartbeatTimeoutMs = heartbeatTimeoutMs;
-    this.stallTimeoutMs = stallTimeoutMs;
-    this.shmDir = shmDir;
+    this.transport = choice(all, TRANSPORT);
+    this.workerStartTimeoutMs = integer(all, START_TIMEOUT, 0);
+    this.heartbeatTimeoutMs = integer(all, HEARTBEAT_TIMEOUT, 0);
+    this.stallTimeoutMs = integer(all, STALL_TIMEOUT, 0);
+    // Unset: twice the JVM's processors (Python has no default to give: it does not know the executor).
+    this.maxWorkers = (int) Math.min(Integer.MAX_VALUE,
+        integer(all, MAX_WORKERS, 2L * Runtime.getRuntime().availableProcessors()));
+    String dir = all.get(SHM_DIR);
+    this.shmDir = dir == null || dir.isBlank() ? null : dir.trim();
   }
 
   static ShimSettings from(StateStoreConf conf) {
@@ -56,39 +70,73 @@ final class ShimSettings {
         all.put(e.getKey(), e.getValue());
       }
     }
-    String transport = all.getOrDefault(TRANSPORT, SHM).trim().toLowerCase(java.util.Locale.ROOT);
-    if (!transport.equals("socket") && !transport.equals(SHM) && !transport.equals("py4j")
-        && !transport.equals(EMBEDDED)) {
-      throw new IllegalArgumentException("invalid value '" + all.get(TRANSPORT) + "' for '" + TRANSPORT
-          + "': expected shm, socket, py4j, embedded");
-    }
-    long timeout = intAtLeast(all, START_TIMEOUT, 60000, 1000);
-    int maxWorkers = (int) Math.min(Integer.MAX_VALUE,
-        intAtLeast(all, MAX_WORKERS, 2L * Runtime.getRuntime().availableProcessors(), 1));
-    long heartbeat = intAtLeast(all, HEARTBEAT_TIMEOUT, 30000, 1000);
-    long stall = intAtLeast(all, STALL_TIMEOUT, 600000, 1000);
-    String shmDir = all.get(SHM_DIR);
-    return new ShimSettings(all, resolvePythonExec(all.get(PYTHON_EXEC)), transport, timeout, maxWorkers, heartbeat,
-        stall, shmDir == null || shmDir.isBlank() ? null : shmDir.trim());
+    return of(all, resolvePythonExec(all.get(PYTHON_EXEC)));
   }
 
-  /** The integer value of {@code key}, or {@code dflt} if unset; not a number or below {@code min}: an error. */
-  private static long intAtLeast(Map<String, String> all, String key, long dflt, long min) {
+  /** Settings from explicitly set keys (tests build them without Spark). */
+  static ShimSettings of(Map<String, String> all, String pythonExec) {
+    return new ShimSettings(all, pythonExec);
+  }
+
+  private static Map<String, JsonNode> loadDeclarations() {
+    try (InputStream in = ShimSettings.class.getResourceAsStream("settings.json")) {
+      if (in == null) {
+        throw new IllegalStateException("sparkstate.jar lacks io/sparkstate/settings.json; rebuild it with "
+            + "`pip install .` (or python _build/backend.py)");
+      }
+      Map<String, JsonNode> out = new HashMap<>();
+      for (JsonNode d : new ObjectMapper().readTree(in)) {
+        out.put(d.get("key").asText(), d);
+      }
+      return out;
+    } catch (IOException e) {
+      throw new IllegalStateException("cannot read io/sparkstate/settings.json from sparkstate.jar: " + e, e);
+    }
+  }
+
+  static JsonNode declaration(String key) {
+    JsonNode d = DECLARED.get(key);
+    if (d == null) {
+      throw new IllegalStateException("no declaration of " + key + " in settings.json (the jar and the "
+          + "Python package come from different builds)");
+    }
+    return d;
+  }
+
+  private static String choice(Map<String, String> all, String key) {
+    JsonNode d = declaration(key);
+    String raw = all.get(key);
+    String value = raw == null ? d.get("default").asText() : raw.trim().toLowerCase(java.util.Locale.ROOT);
+    for (JsonNode c : d.get("choices")) {
+      if (c.asText().equals(value)) {
+        return value;
+      }
+    }
+    throw invalid(key, raw, d);
+  }
+
+  /** The integer value of {@code key}: its declared default when unset ({@code fallback} if that is null). */
+  private static long integer(Map<String, String> all, String key, long fallback) {
+    JsonNode d = declaration(key);
     String raw = all.get(key);
     if (raw == null) {
-      return dflt;
+      return d.get("default").isNull() ? fallback : d.get("default").asLong();
     }
     long value;
     try {
       value = Long.parseLong(raw.trim());
     } catch (NumberFormatException e) {
-      value = min - 1;
+      throw invalid(key, raw, d);
     }
-    if (value < min) {
-      throw new IllegalArgumentException("invalid value '" + raw + "' for '" + key + "': expected an integer >= "
-          + min);
+    if (value < d.get("minimum").asLong()) {
+      throw invalid(key, raw, d);
     }
     return value;
+  }
+
+  private static IllegalArgumentException invalid(String key, String raw, JsonNode d) {
+    return new IllegalArgumentException("invalid value '" + raw + "' for '" + key + "': expected "
+        + d.get("valid").asText());
   }
 
   /** sqlConfs pythonExec, else spark.pyspark.python, else PYSPARK_PYTHON, else python3. */

@@ -8,6 +8,8 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Predicate;
+import java.util.function.ToIntFunction;
 import org.apache.spark.TaskContext;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -75,29 +77,18 @@ final class WorkerPool {
         }
         return gone;
       });
-      if (preferred != null && isIdleMatch(preferred, settings)) {
-        busy.add(preferred);
-        return preferred;
-      }
-      Worker fewest = null;
+      List<Worker> idle = new ArrayList<>();
       for (Worker w : workers) {
-        if (!isIdleMatch(w, settings)) {
-          continue;
-        }
-        if (w.sharesStores()) {
-          busy.add(w);
-          return w; // nothing moves: embedded workers reach each other's stores
-        }
-        if (fewest == null || held(w) < held(fewest)) {
-          fewest = w;
+        if (isIdleMatch(w, settings)) {
+          idle.add(w);
         }
       }
-      // maxWorkers bounds growth for placement only: a task that finds no idle worker always gets a new one.
-      boolean growing = workers.stream().filter(w -> w.isAlive() && matches(w, settings)).count()
-          < settings.maxWorkers;
-      if (fewest != null && (held(fewest) == 0 || !growing)) {
-        busy.add(fewest);
-        return fewest;
+      long matching = workers.stream().filter(w -> w.isAlive() && matches(w, settings)).count();
+      Worker chosen = choose(preferred != null && idle.contains(preferred) ? preferred : null, idle,
+          Worker::sharesStores, this::held, matching, settings.maxWorkers);
+      if (chosen != null) {
+        busy.add(chosen);
+        return chosen;
       }
     }
     // Spawn outside the lock: a start takes a second or more and other tasks may find idle workers meanwhile.
@@ -113,6 +104,31 @@ final class WorkerPool {
       LOG.info("sparkstate pool: started {}, {} worker(s) in this JVM", started, workers.size());
     }
     return started;
+  }
+
+  /**
+   * Which idle worker a task takes (the class comment's order), or null to start a new one: the
+   * preferred worker (it holds the task's first store); any worker that shares its stores (embedded);
+   * an idle worker holding no stores; a new worker while fewer than {@code maxWorkers} match; the idle
+   * worker holding the fewest stores; a new one when none is idle. Pure, so it is tested alone.
+   */
+  static <W> W choose(W preferredIdle, List<W> idle, Predicate<W> sharesStores, ToIntFunction<W> held,
+      long matching, int maxWorkers) {
+    if (preferredIdle != null) {
+      return preferredIdle;
+    }
+    W fewest = null;
+    for (W w : idle) {
+      if (sharesStores.test(w)) {
+        return w; // nothing moves: embedded workers reach each other's stores
+      }
+      if (fewest == null || held.applyAsInt(w) < held.applyAsInt(fewest)) {
+        fewest = w;
+      }
+    }
+    // maxWorkers bounds growth for placement only: a task that finds no idle worker always gets a new one.
+    boolean growing = matching < maxWorkers;
+    return fewest != null && (held.applyAsInt(fewest) == 0 || !growing) ? fewest : null;
   }
 
   private boolean isIdleMatch(Worker w, ShimSettings settings) {

@@ -1,0 +1,138 @@
+package io.sparkstate;
+
+import static io.sparkstate.ShimTests.check;
+import static io.sparkstate.ShimTests.equal;
+import static io.sparkstate.ShimTests.raises;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+
+/** Frame encoding and response decoding of FramedDataChannel (docs/architecture.md §4), without a worker. */
+final class FramesTest {
+  /** Records every frame it is handed and answers sync frames with a prepared response. */
+  static final class Recording extends FramedDataChannel {
+    final List<ByteBuffer> sent = new ArrayList<>();
+    private ByteBuffer frame;
+    ByteBuffer reply = le(0);
+
+    Recording() {
+      super(CallTracker.NONE);
+    }
+
+    @Override
+    protected ByteBuffer beginFrame(int frameBytes) {
+      frame = le(frameBytes);
+      return frame;
+    }
+
+    @Override
+    protected void endAsyncFrame() {
+      sent.add(frame.flip());
+    }
+
+    @Override
+    protected Reply endSyncFrame() {
+      sent.add(frame.flip());
+      return new BufferReply(reply.duplicate().order(ByteOrder.LITTLE_ENDIAN), "test");
+    }
+
+    @Override
+    public boolean isDirty() {
+      return false;
+    }
+
+    @Override
+    public void close() {}
+  }
+
+  static ByteBuffer le(int bytes) {
+    return ByteBuffer.allocate(bytes).order(ByteOrder.LITTLE_ENDIAN);
+  }
+
+  private static byte[] bytes(String s) {
+    return s.getBytes(StandardCharsets.UTF_8);
+  }
+
+  public static void testPutsAreBatchedPerStoreAndFlushedBeforeAGet() {
+    Recording ch = new Recording();
+    ch.put(1, bytes("kgk1"), bytes("v1"));
+    ch.put(2, bytes("kgk2"), bytes("v22"));
+    ch.remove(1, bytes("kgk3"));
+    equal(0, ch.sent.size(), "puts are buffered");
+    ch.reply = le(4).putInt(-1).flip();
+    equal(null, ch.get(1, bytes("kgk1")), "absent");
+    equal(3, ch.sent.size(), "two BATCH frames (one per store), then the GET");
+    ByteBuffer b = ch.sent.get(0);
+    equal(Frames.BATCH, b.get(), "op");
+    equal(1, b.getInt(), "handle");
+    equal(b.remaining() - 4, b.getInt(), "payload length");
+    equal(2, b.getInt(), "records of store 1");
+    equal(4, b.getInt(), "klen 1");
+    equal(4, b.getInt(), "klen 2");
+    equal(2, b.getInt(), "vlen 1");
+    equal(Frames.REMOVE, b.getInt(), "vlen 2: a remove");
+    byte[] data = new byte[b.remaining()];
+    b.get(data);
+    equal("kgk1v1kgk3", new String(data, StandardCharsets.UTF_8), "keys and values in order");
+    ByteBuffer get = ch.sent.get(2);
+    equal(Frames.GET, get.get(), "GET op");
+  }
+
+  public static void testAGetReturnsTheValueOrAWorkerError() {
+    Recording ch = new Recording();
+    ch.reply = le(9).putInt(5).put(bytes("value")).flip();
+    equal(bytes("value"), ch.get(1, bytes("kgk1")), "value");
+    byte[] msg = bytes("KeyError: nope");
+    ch.reply = le(8 + msg.length).putInt(Frames.ERROR).putInt(msg.length).put(msg).flip();
+    DataChannelException e = raises(DataChannelException.class, () -> ch.get(1, bytes("kgk1")), "error frame");
+    check(!e.isTransportFailure() && e.getMessage().equals("KeyError: nope"), e.getMessage());
+  }
+
+  public static void testAScanChunkIsDecodedAndAMalformedOneIsATransportFailure() {
+    Recording ch = new Recording();
+    ch.reply = le(9 + 16 + 11).putInt(2).put((byte) 1).putInt(7).putInt(4).putInt(5).putInt(1).putInt(1)
+        .put(bytes("kgk1kgk22ab")).flip();
+    ScanChunk chunk = ch.scanOpen(3, new byte[0]);
+    equal(2, chunk.count, "rows");
+    check(chunk.done, "done");
+    equal(7, chunk.cursor, "cursor");
+    equal(new int[] {4, 5}, chunk.keyLengths, "key lengths");
+    equal(new int[] {1, 1}, chunk.valueLengths, "value lengths");
+    ch.reply = le(9 + 8).putInt(1).put((byte) 0).putInt(7).putInt(-3).putInt(1).flip();
+    DataChannelException e = raises(DataChannelException.class, () -> ch.scanNext(3, 7), "negative length");
+    check(e.isTransportFailure(), "a malformed response is a transport failure");
+  }
+
+  public static void testBuffersAreFlushedOnceTheyReachTheFlushSize() {
+    Recording ch = new Recording();
+    byte[] value = new byte[1000];
+    long buffered = 0;
+    long before = 0;
+    int puts = 0;
+    while (ch.sent.isEmpty()) {
+      byte[] key = bytes("kg" + (puts++));
+      before = buffered;
+      buffered += key.length + value.length + 8;
+      ch.put(1, key, value);
+    }
+    check(before < Frames.FLUSH_BYTES && buffered >= Frames.FLUSH_BYTES,
+        "flushed by the put that crossed the flush size (" + buffered + " bytes buffered)");
+    equal(Frames.BATCH, ch.sent.get(0).get(0), "an asynchronous BATCH frame");
+  }
+
+  public static void testAnAbortDropsTheStoresUnsentRecordsOnly() {
+    Recording ch = new Recording();
+    ch.put(1, bytes("kgk1"), bytes("v"));
+    ch.put(2, bytes("kgk2"), bytes("v"));
+    ch.discard(1);
+    ch.reply = le(4).putInt(0).flip();
+    ch.sync(2);
+    equal(2, ch.sent.size(), "the BATCH of store 2 and the SYNC");
+    ByteBuffer b = ch.sent.get(0);
+    b.get();
+    equal(2, b.getInt(), "store 2's batch survived");
+  }
+}

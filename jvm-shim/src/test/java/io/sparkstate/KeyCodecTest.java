@@ -1,0 +1,92 @@
+package io.sparkstate;
+
+import static io.sparkstate.ShimTests.check;
+import static io.sparkstate.ShimTests.equal;
+import static io.sparkstate.ShimTests.raises;
+
+import java.util.Arrays;
+import java.util.List;
+import org.apache.spark.sql.catalyst.expressions.BoundReference;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.Murmur3Hash;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+import scala.jdk.javaapi.CollectionConverters;
+
+/** Storage keys: the key group is Spark's own shuffle hash, routing is checked, rows round-trip. */
+final class KeyCodecTest {
+  private static final StructType KEY = new StructType().add("k", DataTypes.StringType).add("w", DataTypes.IntegerType);
+  private static final StructType VALUE = new StructType().add("n", DataTypes.LongType);
+  private static final UnsafeProjection TO_UNSAFE = UnsafeProjection.create(KEY);
+
+  private static UnsafeRow key(String k, int w) {
+    return TO_UNSAFE.apply(new GenericInternalRow(new Object[] {UTF8String.fromString(k), w})).copy();
+  }
+
+  private static List<Expression> refs() {
+    return List.of(new BoundReference(0, DataTypes.StringType, true), new BoundReference(1, DataTypes.IntegerType, true));
+  }
+
+  private static int kg(byte[] storageKey) {
+    return ((storageKey[0] & 0xff) << 24) | ((storageKey[1] & 0xff) << 16) | ((storageKey[2] & 0xff) << 8)
+        | (storageKey[3] & 0xff);
+  }
+
+  public static void testTheKeyGroupIsSparksMurmur3AndRoutesLikeItsShuffle() {
+    int n = 5;
+    KeyCodec codec = new KeyCodec(KEY, VALUE, 0, "default", n, 0);
+    Murmur3Hash murmur = new Murmur3Hash(CollectionConverters.asScala(refs()).toSeq(), 42);
+    Expression partitionId = new HashPartitioning(CollectionConverters.asScala(refs()).toSeq(), n).partitionIdExpression();
+    for (int i = 0; i < 200; i++) {
+      UnsafeRow row = key("key-" + i, i * 7);
+      int group = kg(codec.storageKey(row, false));
+      equal(murmur.eval(row), group, "kg of row " + i);
+      equal(partitionId.eval(row), Math.floorMod(group, n), "partition of row " + i);
+    }
+  }
+
+  public static void testAKeyOfAnotherPartitionIsRefused() {
+    int n = 4;
+    UnsafeRow row = key("somewhere", 1);
+    int home = Math.floorMod(kg(new KeyCodec(KEY, VALUE, 0, "default", n, 0).storageKey(row, false)), n);
+    new KeyCodec(KEY, VALUE, 0, "default", n, home).storageKey(row, true);
+    IllegalStateException e = raises(IllegalStateException.class,
+        () -> new KeyCodec(KEY, VALUE, 0, "default", n, (home + 1) % n).storageKey(row, true), "wrong partition");
+    check(e.getMessage().contains("partition " + home), e.getMessage());
+  }
+
+  public static void testKeyRowsRoundTripWithoutTheirKeyGroup() {
+    KeyCodec codec = new KeyCodec(KEY, VALUE, 0, "default", 3, 0);
+    UnsafeRow row = key("round-trip", 42);
+    byte[] storage = codec.storageKey(row, false);
+    UnsafeRow back = codec.keyRow(storage, 0, storage.length);
+    equal(row.getBytes(), back.getBytes(), "key row bytes");
+    equal("round-trip", back.getUTF8String(0).toString(), "column k");
+  }
+
+  public static void testAScanPrefixIsABytePrefixOfEveryKeyItCovers() {
+    KeyCodec codec = new KeyCodec(KEY, VALUE, 1, "default", 3, 0);
+    UnsafeProjection prefixOnly = UnsafeProjection.create(new StructType().add("k", DataTypes.StringType));
+    byte[] prefix = codec.scanPrefix(prefixOnly.apply(new GenericInternalRow(new Object[] {UTF8String.fromString("s1")})));
+    for (int w = 0; w < 5; w++) {
+      byte[] full = codec.storageKey(key("s1", w), false);
+      check(full.length > prefix.length && Arrays.equals(prefix, Arrays.copyOf(full, prefix.length)),
+          "prefix of key s1/" + w);
+      UnsafeRow back = codec.keyRow(full, 0, full.length);
+      equal(w, back.getInt(1), "column w of s1/" + w);
+    }
+    byte[] other = codec.storageKey(key("s2", 0), false);
+    check(!Arrays.equals(prefix, Arrays.copyOf(other, prefix.length)), "another session is not covered");
+  }
+
+  public static void testAJoinIndexStoreRoutesByTheKeyWithoutItsIndex() {
+    equal(1, KeyCodec.partitionKeyColumns(KEY, 0, "left-keyWithIndexToValue"), "keyWithIndexToValue");
+    equal(2, KeyCodec.partitionKeyColumns(KEY, 0, "left-keyToNumValues"), "keyToNumValues");
+    equal(1, KeyCodec.partitionKeyColumns(KEY, 1, "default"), "prefix scan");
+  }
+}
