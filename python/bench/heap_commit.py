@@ -139,7 +139,7 @@ def main() -> None:
         print(f"apply_batch per micro-batch ({w:,} records in calls of {step:,}) median "
               f"{statistics.median(apply):.0f} ms")
         print(f"background full snapshot of {met.num_keys:,} keys: "
-              f"{'%d ms' % last.upload_ms if last else 'none completed'}")
+              f"{'%d ms' % last.timings.upload_ms if last else 'none completed'}")
     finally:
         s.close()
         if args.dir is None:
