@@ -6,6 +6,7 @@ import pytest
 
 from sparkstate.config import Settings
 from sparkstate.engine import Store, StoreSpec
+from sparkstate.keygroups import storage_key
 
 
 def make_spec(checkpoint: str, instance_id: str = "inst-1", retain: int = 100, **settings) -> StoreSpec:
@@ -42,6 +43,11 @@ def new_store(tmp_path, backend):
     yield make
     for s in stores:
         s.close()
+
+
+def kv(i: int, tag: bytes = b"v") -> tuple[bytes, bytes]:
+    """Entry i: a storage key (key group i % 7, then the key's bytes) and a value tagged `tag`."""
+    return storage_key(i % 7, b"key-%06d" % i), tag + b"-%d" % i
 
 
 def contents(store: Store, prefix: bytes = b"") -> dict[bytes, bytes]:

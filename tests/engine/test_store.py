@@ -10,15 +10,10 @@ from sparkstate.errors import ConfigError, CorruptCheckpointError, StoreStateErr
 from sparkstate.keygroups import storage_key
 from tests.storage.instrumented import InjectedFault, InstrumentedFileIO
 
-from .conftest import contents, settle
-
+from .conftest import contents, kv, settle
 
 # Where a store finds an older version it committed itself (or its version after an abort).
 OLDER_VERSION_SOURCE = {"rocksdb": "checkpoint", "heap": "memory"}
-
-
-def kv(i: int, tag: bytes = b"v") -> tuple[bytes, bytes]:
-    return storage_key(i % 7, b"key-%06d" % i), tag + b"-%d" % i
 
 
 def test_spec_from_json():

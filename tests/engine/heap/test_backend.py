@@ -13,13 +13,9 @@ from sparkstate.engine.heap.files import parse_local_name
 from sparkstate.errors import CheckpointError
 from tests.storage.instrumented import InstrumentedFileIO
 
-from ..conftest import contents, make_spec, settle
+from ..conftest import contents, kv, make_spec, settle
 
 pytestmark = pytest.mark.parametrize("backend", ["heap"])
-
-
-def kv(i: int, tag: bytes = b"v") -> tuple[bytes, bytes]:
-    return (i % 5).to_bytes(4, "big") + b"key-%05d" % i, tag + b"%d" % i
 
 
 def chain(store: Store, version: int) -> list[tuple[str, int]]:

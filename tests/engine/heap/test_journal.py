@@ -8,13 +8,9 @@ from sparkstate.engine.heap import journal
 from sparkstate.errors import CorruptCheckpointError
 from tests.storage.instrumented import InstrumentedFileIO
 
-from ..conftest import contents
+from ..conftest import contents, kv
 
 pytestmark = pytest.mark.parametrize("backend", ["heap"])
-
-
-def kv(i: int, tag: bytes = b"v") -> tuple[bytes, bytes]:
-    return (i % 5).to_bytes(4, "big") + b"key-%05d" % i, tag + b"%d" % i
 
 
 def files(new_store) -> set[str]:

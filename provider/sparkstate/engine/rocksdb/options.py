@@ -11,6 +11,10 @@ from ...config import Settings
 # RocksDB appends to its MANIFEST on every flush/compaction and only rolls it at this size; the whole
 # file is embedded in every checkpoint manifest, so keep it small.
 MAX_ROCKSDB_MANIFEST_BYTES = 1 << 20
+# RocksDB's info LOG gains a few KB per commit (flush and checkpoint lines) for as long as the store is
+# open; rolled at this size and keeping INFO_LOG_FILES old files, a store's logs stay under 1 MiB.
+MAX_INFO_LOG_BYTES = 256 << 10
+INFO_LOG_FILES = 2
 _COMPRESSION = {
     "lz4": rocksdict.DBCompressionType.lz4,
     "zstd": rocksdict.DBCompressionType.zstd,
@@ -25,7 +29,8 @@ def make_options(settings: Settings) -> tuple[rocksdict.Options, rocksdict.Cache
     opt.set_write_buffer_size(settings.rocksdb_write_buffer_mb << 20)
     opt.set_compression_type(_COMPRESSION[settings.rocksdb_compression]())
     opt.set_max_manifest_file_size(MAX_ROCKSDB_MANIFEST_BYTES)
-    opt.set_keep_log_file_num(2)
+    opt.set_max_log_file_size(MAX_INFO_LOG_BYTES)
+    opt.set_keep_log_file_num(INFO_LOG_FILES)
     table = rocksdict.BlockBasedOptions()
     if settings.rocksdb_bloom_bits > 0:
         table.set_bloom_filter(settings.rocksdb_bloom_bits, False)
