@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import enum
 import os
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from ..errors import CheckpointError, StoreStateError, VersionNotFoundError
 from ..storage import FileIO
 from .backend import Backend, BackendContext, Cursor
 from .backends import builder_for
-from .local_layout import InstanceLayout, safe_name
+from .local_layout import InstanceLayout, default_local_root, safe_name
 from .snapshot_runner import run_snapshot
 from .spec import StoreSpec
 
@@ -106,8 +105,9 @@ class Store:
 
     def __init__(self, spec: StoreSpec, local_root: str | None = None, *, fileio: FileIO | None = None) -> None:
         self.spec = spec
-        root = local_root or spec.settings.local_dir or os.path.join(tempfile.gettempdir(), f"sparkstate-local-{os.getuid()}")
+        root = local_root or spec.settings.local_dir or default_local_root()
         self._layout = InstanceLayout(os.path.join(root, safe_name(spec.instance_id)))
+        self._layout.ensure_private()
         self._file_manager = open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a, fileio)
         self._ctx = BackendContext(settings=spec.settings, layout=self._layout, file_manager=self._file_manager,
                                    instance_id=spec.instance_id, query_run_id=spec.query_run_id,
