@@ -10,6 +10,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Predicate;
 import java.util.function.ToIntFunction;
+import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -31,11 +32,12 @@ final class WorkerPool {
   private final List<Worker> workers = new ArrayList<>(); // guarded by this
   private final Set<Worker> busy = new HashSet<>(); // guarded by this
   private final Map<Worker, Integer> storesHeld = new HashMap<>(); // guarded by this: open stores per worker
+  private final Map<Worker, SparkEnv> startedUnder = new HashMap<>(); // guarded by this
   private final ConcurrentHashMap<Long, WorkerLease> taskLeases = new ConcurrentHashMap<>();
   private final AtomicLong nextId = new AtomicLong();
   private boolean shutdownHookAdded; // guarded by this
   private volatile boolean shuttingDown;
-  private final WorkerWatchdog watchdog = new WorkerWatchdog(this::snapshot);
+  private final WorkerWatchdog watchdog = new WorkerWatchdog(this::snapshot, this::stopWorkersOfStoppedContexts);
 
   static WorkerPool get() {
     return INSTANCE;
@@ -74,6 +76,7 @@ final class WorkerPool {
         if (gone) {
           w.kill(); // stops its gateway and removes its private directory
           storesHeld.remove(w);
+          startedUnder.remove(w);
         }
         return gone;
       });
@@ -96,6 +99,7 @@ final class WorkerPool {
     synchronized (this) {
       workers.add(started);
       busy.add(started);
+      startedUnder.put(started, SparkEnv.get());
       watchdog.ensureRunning();
       if (!shutdownHookAdded) {
         shutdownHookAdded = true;
@@ -158,8 +162,36 @@ final class WorkerPool {
     if (!worker.isAlive()) {
       workers.remove(worker);
       storesHeld.remove(worker);
+      startedUnder.remove(worker);
       worker.kill(); // stops its gateway and removes its private directory
     }
+  }
+
+  /**
+   * Stops the worker processes started under a SparkEnv that has since stopped: `SparkSession.stop()` in a
+   * driver that lives on (a notebook, a PySpark script that goes on) ends the application, and its stores
+   * go with it. Called by the watchdog every round. Embedded workers stay: one JVM embeds one interpreter.
+   */
+  void stopWorkersOfStoppedContexts() {
+    List<Worker> stopped = new ArrayList<>();
+    synchronized (this) {
+      startedUnder.forEach((w, env) -> {
+        if (env != null && env.isStopped() && w instanceof WorkerProcess) {
+          stopped.add(w);
+        }
+      });
+      for (Worker w : stopped) {
+        workers.remove(w);
+        busy.remove(w);
+        storesHeld.remove(w);
+        startedUnder.remove(w);
+      }
+    }
+    if (stopped.isEmpty()) {
+      return;
+    }
+    LOG.info("sparkstate pool: the SparkContext stopped; stopping its {} worker(s)", stopped.size());
+    stopAll(stopped);
   }
 
   /** The workers of this JVM, for the watchdog. */
@@ -177,6 +209,10 @@ final class WorkerPool {
     synchronized (this) {
       all = new ArrayList<>(workers);
     }
+    stopAll(all);
+  }
+
+  private static void stopAll(List<Worker> all) {
     for (Worker w : all) {
       w.closeStdin(); // all at once, so they exit in parallel before kill() waits on each
     }
@@ -184,7 +220,7 @@ final class WorkerPool {
       try {
         w.kill();
       } catch (RuntimeException e) {
-        // shutting down: nothing left to report to
+        LOG.debug("sparkstate pool: stopping {} failed", w, e);
       }
     }
   }

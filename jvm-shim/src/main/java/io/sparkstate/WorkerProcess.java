@@ -22,6 +22,8 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import javax.net.SocketFactory;
+import py4j.CallbackClient;
 import py4j.GatewayServer;
 
 /**
@@ -171,7 +173,7 @@ final class WorkerProcess extends Worker {
         .javaPort(0)
         .javaAddress(loopback)
         .authToken(token)
-        .callbackClient(0, loopback, token)
+        .callbackClient(callbackClient(loopback, token))
         .build();
     AtomicReference<RuntimeException> failure = new AtomicReference<>();
     Thread starter = new Thread(() -> {
@@ -195,6 +197,16 @@ final class WorkerProcess extends Worker {
           failure.get());
     }
     return gateway;
+  }
+
+  /**
+   * py4j's default callback client schedules a cleaner of idle connections on a pool whose thread is not a
+   * daemon, and that thread alone keeps a finished `spark-submit` JVM from exiting. With a minimum
+   * connection time of 0 no cleaner is scheduled and no thread started; the connections it would close
+   * are the worker's, bounded by the calls that ever ran at once, and go with the worker.
+   */
+  private static CallbackClient callbackClient(InetAddress loopback, String token) {
+    return new CallbackClient(0, loopback, token, 0, TimeUnit.SECONDS, SocketFactory.getDefault(), true, 0);
   }
 
   private static WorkerHandshake.Registration awaitRegistration(WorkerHandshake handshake, Process process,

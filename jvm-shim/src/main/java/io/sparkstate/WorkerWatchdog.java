@@ -7,7 +7,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * One daemon thread per JVM that reads every worker process's heartbeat file a few times a second and
- * kills a worker that is hung or stuck ({@link Liveness}). Killing is all it does: the calls blocked on
+ * kills a worker that is hung or stuck ({@link Liveness}); each round also lets the pool stop the workers
+ * of a stopped SparkContext. Killing is all it does: the calls blocked on
  * that worker (a py4j read, a shared-memory wait, a socket read) then see the process gone and fail their
  * task with the reason, and Spark's retry runs on a fresh worker.
  */
@@ -18,10 +19,13 @@ final class WorkerWatchdog {
   private static final long PAUSE_NANOS = 1_000_000_000L;
 
   private final Supplier<List<Worker>> workers;
+  private final Runnable housekeeping;
   private Thread thread; // guarded by this
 
-  WorkerWatchdog(Supplier<List<Worker>> workers) {
+  /** {@code housekeeping} runs first in every round (the pool stops the workers of a stopped context). */
+  WorkerWatchdog(Supplier<List<Worker>> workers, Runnable housekeeping) {
     this.workers = workers;
+    this.housekeeping = housekeeping;
   }
 
   synchronized void ensureRunning() {
@@ -53,6 +57,7 @@ final class WorkerWatchdog {
   }
 
   private void round(long now, long pauseNanos) {
+    housekeeping.run();
     for (Worker w : workers.get()) {
       if (!(w instanceof WorkerProcess) || !w.isAlive()) {
         continue;
