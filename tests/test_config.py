@@ -2,7 +2,15 @@ import os
 
 import pytest
 
-from sparkstate.config import PREFIX, Settings, settings_spark_defaults, settings_table_markdown
+from sparkstate.cli import main as cli_main
+from sparkstate.config import (
+    PREFIX,
+    PROVIDER_CLASS,
+    Settings,
+    settings_spark_defaults,
+    settings_table_markdown,
+    spark_defaults_file,
+)
 from sparkstate.errors import ConfigError
 
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
@@ -14,10 +22,39 @@ def test_defaults_and_typed_values():
     assert s.transport == "py4j" and s.rocksdb_block_cache_mb == 16 and s.backend == "rocksdb"
 
 
-def test_unknown_key_names_the_key_and_the_known_ones():
+def test_a_misspelled_key_names_the_closest_known_one():
     with pytest.raises(ConfigError) as err:
         Settings.parse({PREFIX + "bakend": "rocksdb"})
-    assert PREFIX + "bakend" in str(err.value) and "backend" in str(err.value)
+    assert str(err.value) == f"unknown setting '{PREFIX}bakend'; did you mean '{PREFIX}backend'?"
+    with pytest.raises(ConfigError, match=f"did you mean '{PREFIX}rocksdb.blockCacheSizeMB'"):
+        Settings.parse({PREFIX + "rocksdb.blockcachesize": "8"})
+
+
+def test_an_unknown_key_far_from_any_lists_the_known_ones():
+    with pytest.raises(ConfigError) as err:
+        Settings.parse({PREFIX + "zzz": "1"})
+    assert PREFIX + "zzz" in str(err.value) and "backend, transport" in str(err.value)
+
+
+@pytest.mark.parametrize("value,reason", [
+    ("s3://", "s3://<bucket>"), ("s3:/bucket/x", "s3://<bucket>"), ("s3a:/bucket", "s3a://<bucket>"),
+    ("relative/state", "relative path"), ("file:relative", "relative path"), ("hdfs://nn/state", "'hdfs:'")])
+def test_a_state_location_that_would_not_be_written_where_meant_is_refused(value, reason):
+    with pytest.raises(ConfigError) as err:
+        Settings.parse({PREFIX + "stateLocation": value})
+    assert PREFIX + "stateLocation" in str(err.value) and repr(value) in str(err.value) and reason in str(err.value)
+
+
+@pytest.mark.parametrize("value", ["s3://bucket", "s3a://bucket/prefix/", "file:/tmp/state", "file:///tmp/s", "/abs"])
+def test_state_locations_users_write(value):
+    assert Settings.parse({PREFIX + "stateLocation": value}).state_location == value
+
+
+@pytest.mark.parametrize("value,reason", [("s3://bucket/x", "'s3:' is not a local"), ("local", "relative path")])
+def test_a_local_dir_must_be_an_absolute_local_path(value, reason):
+    with pytest.raises(ConfigError, match=reason):
+        Settings.parse({PREFIX + "localDir": value})
+    assert Settings.parse({PREFIX + "localDir": "/mnt/ssd/sparkstate"}).local_dir == "/mnt/ssd/sparkstate"
 
 
 @pytest.mark.parametrize("key,value", [("backend", "cassandra"), ("transport", "carrier-pigeon"),
@@ -43,7 +80,8 @@ def test_spark_defaults_template_lists_every_setting_with_its_default():
     path = os.path.join(os.path.dirname(README), "conf", "spark-defaults.conf")
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    assert settings_spark_defaults() in text, "regenerate with `sparkstate conf-docs --spark-defaults`"
+    assert text == spark_defaults_file(), "regenerate with spark_defaults_file() (placeholders for the paths)"
+    assert settings_spark_defaults() in text
     parsed = {}
     for line in text.splitlines():  # every commented-out setting parses, and to its default
         if line.startswith("#" + PREFIX) and len(line.split()) == 2:
@@ -51,6 +89,19 @@ def test_spark_defaults_template_lists_every_setting_with_its_default():
             parsed[key] = value
     assert PREFIX + "transport" in parsed and PREFIX + "heap.maxVersionsInMemory" in parsed
     assert Settings.parse(parsed) == Settings()
+
+
+def test_conf_docs_prints_a_spark_defaults_file_for_this_install(capsys):
+    import sys
+
+    import sparkstate
+
+    assert cli_main(["conf-docs", "--spark-defaults"]) == 0
+    entries = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines()
+                   if line and not line.startswith("#"))
+    assert entries["spark.jars"] == sparkstate.jar_path() and os.path.exists(entries["spark.jars"])
+    assert entries[PREFIX + "pythonExec"] == sys.executable
+    assert entries["spark.sql.streaming.stateStore.providerClass"] == PROVIDER_CLASS
 
 
 @pytest.mark.parametrize("preset", ["low-latency.conf", "large-state.conf"])

@@ -3,7 +3,8 @@
   sparkstate demo [args]     run the demo pipeline (python/demo.py) on local Spark with our provider
   sparkstate jar             print the path of the shim jar (for --jars / spark.jars)
   sparkstate conf-docs       print the settings table (the README's table is generated from it);
-                             with --spark-defaults, the settings block of conf/spark-defaults.conf
+                             with --spark-defaults, conf/spark-defaults.conf for this install (jar
+                             and interpreter filled in)
   sparkstate rescale --checkpoint PATH --partitions N [--master M] [--conf K=V ...]
                              change the number of state partitions of a stopped query (key groups)
   sparkstate gc --checkpoint PATH [--state-location URI] [--dry-run] [--grace-seconds S] [--conf K=V ...]
@@ -40,9 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "gc":
         return _gc(rest)
     if args.command == "conf-docs":
-        from .config import settings_spark_defaults, settings_table_markdown
+        from .config import settings_table_markdown, spark_defaults_file
         if rest == ["--spark-defaults"]:
-            sys.stdout.write(settings_spark_defaults())
+            from . import jar_path
+            sys.stdout.write(spark_defaults_file(jar_path(), sys.executable))
         elif not rest:
             print(settings_table_markdown())
         else:

@@ -9,6 +9,9 @@ key and the valid values. The README's settings table is generated from `DECLARA
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import os
+import re
 import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -56,6 +59,40 @@ def _text(raw: str) -> str:
     if not raw.strip():
         raise ValueError
     return raw.strip()
+
+
+class InvalidValue(ValueError):
+    """A parser's refusal with its own reason, shown after the expected values."""
+
+
+_URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+_S3_URI = re.compile(r"^s3a?://([^/]+)(/.*)?$", re.IGNORECASE)
+_S3_SCHEMES = ("s3", "s3a")
+
+
+def _local_path(raw: str) -> str:
+    """An absolute local directory path (or a `file:` URI of one)."""
+    value = _text(raw)
+    scheme = _URI_SCHEME.match(value)
+    if scheme and scheme.group(1).lower() != "file":
+        raise InvalidValue(f"'{scheme.group(1)}:' is not a local file system")
+    path = re.sub(r"^file:(//)?", "", value, flags=re.IGNORECASE) if scheme else value
+    if not os.path.isabs(path):
+        raise InvalidValue("a relative path would depend on each worker's working directory")
+    return value
+
+
+def _state_location(raw: str) -> str:
+    """An absolute local path, a `file:` URI or an `s3://bucket/prefix` (`s3a://`) URI."""
+    value = _text(raw)
+    scheme = _URI_SCHEME.match(value)
+    if scheme and scheme.group(1).lower() in _S3_SCHEMES:
+        if not _S3_URI.match(value):
+            raise InvalidValue(f"an S3 location is {scheme.group(1).lower()}://<bucket>[/<prefix>]")
+        return value
+    if scheme and scheme.group(1).lower() != "file":
+        raise InvalidValue(f"sparkstate cannot write '{scheme.group(1)}:' locations")
+    return _local_path(value)
 
 
 def _bool(raw: str) -> bool:
@@ -108,9 +145,11 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "connection, deleted once mapped). Unset: /dev/shm when writable, else the JVM's temp "
                 "directory. A segment that cannot be created there falls back to the socket with a warning.",
                 "a local directory path"),
-    Declaration("localDir", "local_dir", None, _text,
-                "Directory for the workers' local working copies (live databases, file cache). "
-                "Unset: the system temp directory.", "a local directory path"),
+    Declaration("localDir", "local_dir", None, _local_path,
+                "Directory for the workers' local working copies (live databases, file cache), created if "
+                "missing; each store's directory in it is private to the user (0700). Unset: "
+                "<system temp directory>/sparkstate-local-<uid>, created 0700 and used only if it is a "
+                "directory of this user's.", "an absolute local path"),
     Declaration("rocksdb.blockCacheSizeMB", "rocksdb_block_cache_mb", 32, _int_at_least(0),
                 "RocksDB block cache per store, in MiB.", "an integer >= 0"),
     Declaration("rocksdb.writeBufferSizeMB", "rocksdb_write_buffer_mb", 64, _int_at_least(1),
@@ -138,10 +177,11 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "(files are always verified when downloaded).", "true, false"),
     Declaration("checkpoint.ioThreads", "io_threads", 4, _int_at_least(1),
                 "Files uploaded (commit) or downloaded (restore) in parallel per store.", "an integer >= 1"),
-    Declaration("stateLocation", "state_location", None, _text,
+    Declaration("stateLocation", "state_location", None, _state_location,
                 "Where state files go instead of the query's checkpointLocation, e.g. s3://bucket/prefix "
                 "(one location per query, like checkpointLocation); stores keep the <op>/<part>[/<store>] "
-                "layout below it.", "a path, file: or s3:// / s3a:// URI"),
+                "layout below it.", "an absolute local path, a file: URI or s3://<bucket>[/<prefix>] "
+                "(s3a:// too)"),
     Declaration("s3.endpoint", "s3_endpoint", None, _text,
                 "S3 endpoint URL (S3-compatible servers). Unset: fs.s3a.endpoint, else AWS.", "a URL"),
     Declaration("s3.region", "s3_region", None, _text,
@@ -204,13 +244,13 @@ class Settings:
             short = full_key[len(PREFIX):]
             decl = _BY_KEY.get(short.lower())
             if decl is None:
-                known = ", ".join(d.key for d in DECLARATIONS)
-                raise ConfigError(f"unknown setting '{full_key}'. Known settings under {PREFIX}: {known}")
+                raise ConfigError(unknown_setting_message(full_key))
             try:
                 values[decl.field] = decl.parse(str(raw_value))
-            except (ValueError, TypeError):
-                raise ConfigError(
-                    f"invalid value {raw_value!r} for '{PREFIX}{decl.key}': expected {decl.valid}") from None
+            except (ValueError, TypeError) as e:
+                reason = f" ({e})" if isinstance(e, InvalidValue) else ""
+                raise ConfigError(f"invalid value {raw_value!r} for '{PREFIX}{decl.key}': expected "
+                                  f"{decl.valid}{reason}") from None
         return cls(**values)
 
     def to_conf(self) -> dict[str, str]:
@@ -221,6 +261,16 @@ class Settings:
             if value != decl.default and value is not None:
                 out[PREFIX + decl.key] = str(value).lower() if isinstance(value, bool) else str(value)
         return out
+
+
+def unknown_setting_message(full_key: str) -> str:
+    """Names the closest known key when there is one, else lists them all."""
+    short = full_key[len(PREFIX):] if full_key.startswith(PREFIX) else full_key
+    close = difflib.get_close_matches(short.lower(), list(_BY_KEY), n=1, cutoff=0.6)
+    if close:
+        return f"unknown setting '{full_key}'; did you mean '{PREFIX}{_BY_KEY[close[0]].key}'?"
+    known = ", ".join(d.key for d in DECLARATIONS)
+    return f"unknown setting '{full_key}'. Known settings under {PREFIX}: {known}"
 
 
 def _check_fields_match() -> None:
@@ -260,6 +310,40 @@ def settings_table_markdown() -> str:
         default = "(unset)" if d.default is None else str(d.default).lower() if isinstance(d.default, bool) else str(d.default)
         rows.append(f"| `{PREFIX}{d.key}` | `{default}` | {d.valid} | {d.doc} |")
     return "\n".join(rows)
+
+
+SPARK_DEFAULTS_PLACEHOLDERS = ("/path/to/site-packages/sparkstate/jars/sparkstate.jar", "/path/to/venv/bin/python")
+
+
+def spark_defaults_file(jar: str = SPARK_DEFAULTS_PLACEHOLDERS[0], python: str = SPARK_DEFAULTS_PLACEHOLDERS[1]) -> str:
+    """The whole of conf/spark-defaults.conf: the three lines that enable sparkstate, with `jar` and
+    `python` filled in (`sparkstate conf-docs --spark-defaults` passes this install's), then every
+    setting commented out at its default."""
+    return f"""\
+# sparkstate: state store provider for Spark Structured Streaming, as spark-defaults.conf entries.
+#
+# Append these lines to $SPARK_HOME/conf/spark-defaults.conf, pass the file with
+# `spark-submit --properties-file`, or pass each line as --conf key=value. `sparkstate conf-docs
+# --spark-defaults` prints this file with the jar and the interpreter of the current install filled in.
+# From PySpark, `sparkstate.configure(SparkSession.builder, **settings)` sets the first three for you.
+#
+# The provider is recorded in a query's checkpoint on its first batch: a query restarted on an
+# existing checkpoint keeps the provider it started with, whatever this file says (Spark only logs a
+# warning). Start a new checkpoint to switch providers.
+
+# The JVM shim, shipped inside the Python package (`sparkstate jar` prints its path).
+spark.jars                                              {jar}
+
+{PROVIDER_CLASS_KEY}            {PROVIDER_CLASS}
+
+# Interpreter that runs the store workers on every executor; it must have sparkstate installed.
+# Unset: spark.pyspark.python, then PYSPARK_PYTHON, then python3.
+{PREFIX}pythonExec    {python}
+
+# ---- sparkstate settings, with their defaults (the list is provider/sparkstate/config.py DECLARATIONS).
+# ---- Uncomment to change one.
+
+{settings_spark_defaults()}"""
 
 
 def settings_spark_defaults() -> str:

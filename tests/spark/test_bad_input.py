@@ -48,6 +48,38 @@ def test_unknown_backend_set_at_runtime_fails_the_query_naming_the_key(spark, tm
     session_conf(PREFIX + "backend", "cassandra")
     message = case.failure_of_run()
     assert PREFIX + "backend" in message and "'cassandra'" in message and "rocksdb" in message
+    _assert_reported_cleanly(message, f"ConfigError: invalid value 'cassandra' for '{PREFIX}backend'")
+
+
+def _assert_reported_cleanly(message: str, error: str) -> None:
+    """The store's failure is one line carrying the Python error, with no worker traceback or py4j wrapping
+    behind it (the worker's stderr has the traceback). The foreachBatch sink wraps the whole failure in its
+    own py4j traceback, which is Spark's and PySpark's, not ours."""
+    lines = [ln for ln in message.splitlines() if "io.sparkstate.PythonStoreException:" in ln]
+    assert lines and all(error in ln for ln in lines), message[:3000]
+    assert "sparkstate/worker/" not in message and "RuntimeError: ConfigError" not in message, message[:3000]
+
+
+def test_a_misspelled_key_set_at_runtime_names_the_closest_one(spark, tmp_path, session_conf):
+    case = AggregationCase(spark, tmp_path, seed=34)
+    case.source.add_all(case.files)
+    session_conf(PREFIX + "rocksdb.blockCacheSize", "8")
+    message = case.failure_of_run()
+    _assert_reported_cleanly(message, f"did you mean '{PREFIX}rocksdb.blockCacheSizeMB'?")
+
+
+@pytest.mark.parametrize("location", ["s3:/bucket/state", "s3://", "relative/state"])
+def test_a_state_location_that_would_go_astray_fails_before_any_state_is_written(
+        spark, tmp_path, session_conf, location):
+    case = AggregationCase(spark, tmp_path, seed=35)
+    case.source.add_all(case.files)
+    session_conf(PREFIX + "stateLocation", location)
+    message = case.failure_of_run()
+    assert PREFIX + "stateLocation" in message and repr(location) in message, message[:3000]
+    assert not glob.glob(os.path.join(case.checkpoint, "commits", "*"))
+    assert not glob.glob(os.path.join(case.checkpoint, "state", "*", "*", "sparkstate"))
+    # the workers run in the JVM's working directory, this process's: where a relative location would land
+    assert not os.path.exists("s3:") and not os.path.exists("relative")
 
 
 def test_unusable_python_executable_names_the_interpreter(spark, tmp_path, session_conf):

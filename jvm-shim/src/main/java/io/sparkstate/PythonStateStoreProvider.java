@@ -400,6 +400,12 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
     if (worker != null && (transport || !worker.isAlive())) {
       return worker.failure(action + " " + describe(version), e);
     }
+    if (e instanceof py4j.Py4JException) {
+      String reported = PythonStoreException.reportedError(e.getMessage());
+      if (reported != null) { // one line; the Python traceback is in the worker's stderr, not repeated here
+        return new PythonStoreException(describe(version) + ": cannot " + action + ": " + reported, null);
+      }
+    }
     if (e instanceof DataChannelException || e instanceof py4j.Py4JException || e instanceof PythonRaisedException) {
       return new PythonStoreException(describe(version) + ": cannot " + action + ": " + e.getMessage(), e);
     }
