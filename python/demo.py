@@ -200,6 +200,18 @@ def summarize(spark, args, chunk, printer: ProgressPrinter, output_dir: str, ela
         print("output             : nothing emitted yet (windows close once the watermark passes them)")
 
 
+def add_rescale_batches_to_the_sink_log(checkpoint: str, output_dir: str, compact_interval: int) -> None:
+    """After `sparkstate rescale --checkpoint <workdir>/checkpoint`, the parquet sink's own log needs the
+    rescale's batch (see sparkstate.rescaling.file_sink); the demo knows its output path, so it adds it."""
+    try:
+        from sparkstate.rescaling import repair_file_sink
+    except ImportError:  # a Spark provider only, without sparkstate installed: it cannot have been rescaled
+        return
+    added = repair_file_sink(checkpoint, output_dir, compact_interval)
+    if added:
+        print(f"file sink log: recorded rescale batch(es) {added} in {output_dir}/_spark_metadata")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     workdir = os.path.abspath(args.workdir)
@@ -226,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"workdir {workdir}: {'resuming from checkpoint' if resumed else 'new checkpoint'}; "
           f"added {len(chunk.files)} input files x {args.rows_per_batch} events")
     print(f"provider: {spark.conf.get('spark.sql.streaming.stateStore.providerClass')}")
+
+    if resumed and os.path.isdir(os.path.join(output_dir, "_spark_metadata")):
+        interval = int(spark.conf.get("spark.sql.streaming.fileSink.log.compactInterval", "10"))
+        add_rescale_batches_to_the_sink_log(checkpoint, output_dir, interval)
 
     printer = ProgressPrinter()
     attach_listener(spark, printer)

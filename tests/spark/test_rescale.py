@@ -23,6 +23,7 @@ from spark_harness import (
     InputDir,
     assert_same_rows,
     committed_batches,
+    read_parquet_sink,
     run_available_now,
     session_conf,
 )
@@ -105,6 +106,8 @@ def test_aggregation_4_to_7(spark, tmp_path, variant):
                                    lambda: (case.source.add_all(files[2:]), run()))
     assert summary.stores == 7
     assert_same_rows(sink.updated(["k"]), _per_key_stats(case.source.batch()).collect(), min_rows=30)
+    metadata = spark.read.format("state-metadata").load(case.checkpoint).collect()
+    assert [(r.operatorId, r.stateStoreName, r.numPartitions) for r in metadata] == [(0, "default", 7)]
 
 
 def test_drop_duplicates_4_to_2(spark, tmp_path, variant):
@@ -120,6 +123,56 @@ def test_drop_duplicates_4_to_2(spark, tmp_path, variant):
     case.source.add_all(files[:2])
     rescale_between_runs(spark, case.checkpoint, 4, 2, run, lambda: (case.source.add_all(files[2:]), run()))
     assert_same_rows(sink.appended(), case.source.batch().select("k", "v").distinct().collect(), min_rows=40)
+
+
+@pytest.mark.parametrize("how", ["file_sinks", "repair"])
+def test_file_sink_log_gets_the_synthetic_batch(spark, tmp_path, variant, how):
+    """Spark's file sink keeps its own batch log and compacts it every compactInterval batches (2 here, so
+    the rescale's batch 3 is itself a compaction id). Given the sink's path, the rescale writes the
+    batch's entry; without it the restart fails like Spark's own repartition does, until
+    `repair_file_sink` adds it. Either way the output is exactly the batch computation's."""
+    case = Case(spark, tmp_path)
+    files = random_events(seed=29, n_files=6, per_file=40, n_keys=6, v_range=15)
+    out = str(tmp_path / "out")
+
+    def run():
+        case.run(lambda: case.source.stream().dropDuplicates(["k", "v"]).select("k", "v").writeStream
+                 .format("parquet").option("path", out).outputMode("append"))
+
+    with session_conf(spark, {"spark.sql.streaming.fileSink.log.compactInterval": "2"}):
+        case.source.add_all(files[:3])
+        run_with(spark, 4, run)
+        log = os.path.join(out, "_spark_metadata")
+        assert sorted(n for n in os.listdir(log) if not n.startswith(".")) == ["0", "1.compact", "2"]
+        summary = sparkstate.rescale(spark, case.checkpoint, 2, **({"file_sinks": [out]} if how == "file_sinks" else {}))
+        assert summary.batch_id == 3
+        case.source.add_all(files[3:])
+        if how == "repair":
+            with pytest.raises(Exception, match="BATCH_METADATA_NOT_FOUND|Unable to find batch"):
+                run()
+            from sparkstate.rescaling import repair_file_sink
+
+            assert repair_file_sink(case.checkpoint, out, default_interval=2) == [3]
+        run()
+        run()  # a restart after the compactions that followed the rescale
+    assert committed_batches(case.checkpoint)[-1] >= 5 and pinned_partitions(case.checkpoint) == 2
+    assert_same_rows(read_parquet_sink(spark, out), case.source.batch().select("k", "v").distinct().collect(),
+                     min_rows=40)
+
+
+def test_memory_sink_in_complete_mode_4_to_3(spark, tmp_path, variant):
+    """The memory sink has no batch log of its own: the restarted query's table is the full result."""
+    case = Case(spark, tmp_path)
+    files = random_events(seed=30, n_files=4, per_file=40, n_keys=20)
+    table = f"rescaled_{variant}"
+
+    def run():
+        case.run(lambda: _per_key_stats(case.source.stream()).writeStream.format("memory").queryName(table)
+                 .outputMode("complete"))
+
+    case.source.add_all(files[:2])
+    rescale_between_runs(spark, case.checkpoint, 4, 3, run, lambda: (case.source.add_all(files[2:]), run()))
+    assert_same_rows(spark.table(table).collect(), _per_key_stats(case.source.batch()).collect(), min_rows=20)
 
 
 def test_stream_stream_join_3_to_12(spark, tmp_path, variant):

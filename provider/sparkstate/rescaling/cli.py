@@ -36,11 +36,22 @@ def main(argv: list[str]) -> int:
         description="Change the number of state partitions of a STOPPED sparkstate streaming query. A plain "
                     "restart of the unchanged query then runs with the new count and continues from its state.")
     p.add_argument("--checkpoint", required=True, help="the query's checkpointLocation")
-    p.add_argument("--partitions", required=True, type=int, help="the new number of state partitions")
+    p.add_argument("--partitions", type=int, help="the new number of state partitions")
+    p.add_argument("--file-sink", action="append", default=[], metavar="PATH",
+                   help="output path of a file sink of the query (repeat for several): its own batch log gets "
+                        "the rescale's batch, which Spark's file sink needs to restart")
+    p.add_argument("--repair-file-sink", metavar="PATH",
+                   help="instead of rescaling: add the rescale batches missing from the file sink log at PATH "
+                        "(a checkpoint rescaled without --file-sink whose query fails with "
+                        "BATCH_METADATA_NOT_FOUND)")
     p.add_argument("--master", default=None, help="Spark master for the rescale job (default local[*])")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Spark conf, e.g. spark.sql.streaming.stateStore.sparkstate.stateLocation=...")
     args = p.parse_args(argv)
+    if args.repair_file_sink:
+        return _repair(args.checkpoint, args.repair_file_sink, args.conf)
+    if args.partitions is None:
+        p.error("--partitions is required (or --repair-file-sink)")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -59,11 +70,35 @@ def main(argv: list[str]) -> int:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        summary = rescale(spark, args.checkpoint, args.partitions, conf=extra, progress=ProgressBar(sys.stdout))
+        summary = rescale(spark, args.checkpoint, args.partitions, conf=extra, progress=ProgressBar(sys.stdout),
+                          file_sinks=args.file_sink)
     except SparkstateError as e:
         print(f"\nsparkstate rescale: refused/failed: {e}", file=sys.stderr)
         return 1
     finally:
         spark.stop()
     print(summary.describe())
+    if not args.file_sink:
+        print(f"If the query writes to a file sink, give its output path the rescale's batch before the "
+              f"restart: sparkstate rescale --checkpoint {args.checkpoint} --repair-file-sink <output path>")
+    return 0
+
+
+def _repair(checkpoint: str, sink: str, conf: list[str]) -> int:
+    from ..errors import SparkstateError
+    from .file_sink import COMPACT_INTERVAL_KEY, DEFAULT_COMPACT_INTERVAL, repair_file_sink
+    from .plan import normalize_checkpoint
+
+    interval = DEFAULT_COMPACT_INTERVAL
+    for item in conf:
+        key, _, value = item.partition("=")
+        if key == COMPACT_INTERVAL_KEY:
+            interval = int(value)
+    try:
+        added = repair_file_sink(normalize_checkpoint(checkpoint), sink, interval)
+    except SparkstateError as e:
+        print(f"sparkstate rescale: refused/failed: {e}", file=sys.stderr)
+        return 1
+    print(f"{sink}: added the empty entries of rescale batches {added}" if added
+          else f"{sink}: nothing to repair (its log has every rescale batch)")
     return 0

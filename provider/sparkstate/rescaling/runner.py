@@ -10,7 +10,10 @@ Order of writes (each step is safe to interrupt; re-running the command with the
 3. `offsets/<N+1>`: a copy of `offsets/<N>` pinning the new partition count. This is exactly Spark 4.3's
    repartition batch: from here on Spark itself refuses to restart the query until the batch is
    committed (`checkUnfinishedRepartitionOnRestart`), so a half-published state can never be run.
-4. Publish each staged manifest as `manifests/<N+2>.manifest` of its store (put-if-absent).
+4. Publish each staged manifest as `manifests/<N+2>.manifest` of its store (put-if-absent); set the new
+   partition count in each operator's metadata (`state/<op>/_metadata/metadata`, read by Spark's
+   `state-metadata` source); give each file sink named by the caller an entry for batch N+1
+   (`file_sink.py`).
 5. `commits/<N+1>`: a copy of `commits/<N>`. The rescale is complete; staging and lock are removed.
 
 Old partitions keep all their versions; version N+2 is new. Retention deletes old files later.
@@ -24,7 +27,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..checkpoint import CheckpointFileManager
 from ..checkpoint.location import open_file_manager
@@ -33,8 +36,9 @@ from ..engine import StoreSpec
 from ..errors import CheckpointError, RescaleError
 from ..storage import FileIO, fileio_for, join_path
 from ..storage.local import local_path_or_none
+from .file_sink import COMPACT_INTERVAL_KEY, DEFAULT_COMPACT_INTERVAL, check_file_sink, record_empty_batch
 from .plan import STAGING_DIR, Plan, build_plan, normalize_checkpoint, store_spec_doc
-from .spark_logs import SparkLogs
+from .spark_logs import SparkLogs, rewrite_operator_partitions
 from .task import done_marker_path, staged_manifest_path
 
 ProgressFn = Callable[["Progress"], None]
@@ -80,8 +84,9 @@ def _mb(n: int) -> str:
 
 
 def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str, str] | None = None,
-            progress: ProgressFn | None = None) -> RescaleSummary:
-    """Rescale the state of a stopped sparkstate query to `num_partitions` partitions (see module doc)."""
+            progress: ProgressFn | None = None, file_sinks: Sequence[str] = ()) -> RescaleSummary:
+    """Rescale the state of a stopped sparkstate query to `num_partitions` partitions (see module doc).
+    `file_sinks`: the output paths of the query's file sinks, whose own logs get the rescale's batch."""
     t0 = time.perf_counter()
     checkpoint = normalize_checkpoint(checkpoint)
     _refuse_if_running_here(spark, checkpoint)
@@ -92,13 +97,16 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str,
     lock.acquire(num_partitions)
     try:
         plan = build_plan(checkpoint, num_partitions, settings_conf, fio)
+        for sink in file_sinks:
+            if not plan.resume_metadata:
+                check_file_sink(fileio_for(sink), sink, plan.last_committed_batch)
         t_plan = time.perf_counter()
         _remove_other_staging(fio, plan)
         fio.write_bytes_atomic(join_path(plan.staging_dir, "plan.json"), plan.to_json().encode())
         results = _run_job(spark, plan, fio, progress)
         t_job = time.perf_counter()
         _refuse_if_running_here(spark, checkpoint)
-        _publish(plan, fio, progress, results)
+        _publish(plan, fio, progress, results, file_sinks, _file_sink_compact_interval(spark, conf))
         _remove_staging(fio, plan)
         t_publish = time.perf_counter()
     finally:
@@ -129,6 +137,15 @@ def _refuse_if_running_here(spark: Any, checkpoint: str) -> None:
         if normalize_checkpoint(root) == checkpoint:
             raise RescaleError(f"query {query.name or query.id} is running on {checkpoint}; stop it "
                                "(query.stop()) before rescaling its state")
+
+
+def _file_sink_compact_interval(spark: Any, conf: dict[str, str] | None) -> int:
+    """The compaction interval the restarted query's file sink will use when its log has no compaction yet."""
+    raw = (conf or {}).get(COMPACT_INTERVAL_KEY) or spark.conf.get(COMPACT_INTERVAL_KEY, None)
+    try:
+        return int(raw) if raw else DEFAULT_COMPACT_INTERVAL
+    except ValueError:
+        raise RescaleError(f"invalid {COMPACT_INTERVAL_KEY}={raw!r}: expected a positive integer") from None
 
 
 def _sparkstate_conf(spark: Any) -> dict[str, str]:
@@ -283,7 +300,8 @@ def _progress_from_markers(plan: Plan, fio: FileIO) -> Progress:
 
 # ---- publishing ------------------------------------------------------------------------------------
 
-def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list[dict]) -> None:
+def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list[dict],
+             file_sinks: Sequence[str] = (), compact_interval: int = DEFAULT_COMPACT_INTERVAL) -> None:
     logs = SparkLogs(fio, plan.checkpoint)
     staged: list[tuple[CheckpointFileManager, bytes]] = []
     for store in plan.stores:
@@ -311,6 +329,11 @@ def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list
             fm.publish_staged_manifest(plan.new_version, data)
         except CheckpointError as e:
             raise RescaleError(f"{e} (changed by someone else during the rescale)") from e
+    for op in sorted({store.operator_id for store in plan.stores}):  # what Spark's state-metadata source reads
+        rewrite_operator_partitions(fio, join_path(plan.checkpoint, "state", str(op), "_metadata", "metadata"),
+                                    plan.new_partitions)
+    for sink in file_sinks:  # the batch wrote no output: an empty entry in each file sink's own log
+        record_empty_batch(fileio_for(sink), sink, plan.new_batch, compact_interval)
     # 5. commit the batch
     commit = logs.read_commit(plan.last_committed_batch).encode()
     if not fio.create_exclusive(logs.commit_path(plan.new_batch), commit):

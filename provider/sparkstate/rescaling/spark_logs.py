@@ -132,6 +132,22 @@ class OperatorMetadata:
     stores: tuple[StoreInfo, ...]
 
 
+def rewrite_operator_partitions(fileio: FileIO, path: str, num_partitions: int) -> None:
+    """Set `numPartitions` of every store in the operator metadata at `path` (what Spark's `state-metadata`
+    source reports). Hadoop's local file system keeps a `.<name>.crc` beside the file and would reject the
+    new content against the old checksum; it is removed first (a file without one is read unchecked)."""
+    raw = fileio.read_bytes(path).decode("utf-8")
+    header, _, body = raw.partition("\n")
+    doc = json.loads(body)
+    if all(int(s["numPartitions"]) == num_partitions for s in doc["stateStoreInfo"]):
+        return
+    for store in doc["stateStoreInfo"]:
+        store["numPartitions"] = num_partitions
+    directory, _, name = path.rpartition("/")
+    fileio.delete_many([f"{directory}/.{name}.crc"])
+    fileio.write_bytes_atomic(path, f"{header}\n{json.dumps(doc, separators=(',', ':'))}".encode("utf-8"))
+
+
 def read_operator_metadata(fileio: FileIO, path: str) -> OperatorMetadata:
     try:
         raw = fileio.read_bytes(path).decode("utf-8")
