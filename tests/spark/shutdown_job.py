@@ -12,31 +12,15 @@ import os
 import sys
 import time
 
+from processes import live_pids
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 
 def worker_pids(job_tag: str | None = None) -> list[int]:
     """Live sparkstate workers whose environment has SPARKSTATE_TEST_JOB=<job_tag> (default: this job's)."""
-    tag = f"SPARKSTATE_TEST_JOB={job_tag or os.environ['SPARKSTATE_TEST_JOB']}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if b"sparkstate.worker" not in f.read():
-                    continue
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if tag not in f.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    continue
-        except OSError:
-            continue
-        found.append(int(entry))
-    return found
+    tag = job_tag or os.environ["SPARKSTATE_TEST_JOB"]
+    return live_pids(f"SPARKSTATE_TEST_JOB={tag}\0", "sparkstate.worker")
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ import pytest
 
 from conftest import selected_provider
 from fault_plugin import fault_python, fired
+from processes import live_pids
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(selected_provider() != "sparkstate", reason="kills sparkstate's workers")]
@@ -74,25 +75,6 @@ def _run(workdir: str, python: str, timeout_s: float = 240) -> int:
         raise AssertionError(f"the driver did not finish within {timeout_s} s")
 
 
-def _leftover_workers(tag: str) -> list[int]:
-    """Live processes whose environment mentions `tag` (this test's fault spec: its workers)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if tag.encode() not in f.read():
-                    continue
-            with open(f"/proc/{entry}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    continue
-        except OSError:
-            continue
-        found.append(int(entry))
-    return found
-
-
 def test_driver_killed_ten_times_mid_commit_then_exact(tmp_path):
     workdir = str(tmp_path)
     expected = _input(workdir, seed=71)
@@ -114,9 +96,9 @@ def test_driver_killed_ten_times_mid_commit_then_exact(tmp_path):
             assert code == -9, f"the run was killed but exited with {code}"
             kills += 1
             deadline = time.time() + 10
-            while _leftover_workers(marker) and time.time() < deadline:
+            while live_pids(marker) and time.time() < deadline:
                 time.sleep(0.2)
-            assert not _leftover_workers(marker), "worker processes outlived the killed driver"
+            assert not live_pids(marker), "worker processes outlived the killed driver"
         else:
             assert code == 0, f"driver failed with {code}: {open(os.path.join(workdir, 'driver.log')).read()[-3000:]}"
             if done >= N_FILES:
