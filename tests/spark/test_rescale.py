@@ -160,6 +160,35 @@ def test_file_sink_log_gets_the_synthetic_batch(spark, tmp_path, variant, how):
                      min_rows=40)
 
 
+def test_file_sink_after_a_rescale_interrupted_while_publishing(spark, tmp_path, monkeypatch, variant):
+    """Interrupted after its repartition batch was logged (Spark then refuses the restart), the rescale is
+    re-run with the same file sink and finishes: the sink's log gets the batch once, the output is exact."""
+    case = Case(spark, tmp_path)
+    files = random_events(seed=31, n_files=6, per_file=40, n_keys=6, v_range=15)
+    out = str(tmp_path / "out")
+
+    def run():
+        case.run(lambda: case.source.stream().dropDuplicates(["k", "v"]).select("k", "v").writeStream
+                 .format("parquet").option("path", out).outputMode("append"))
+
+    with session_conf(spark, {"spark.sql.streaming.fileSink.log.compactInterval": "2"}):
+        case.source.add_all(files[:3])
+        run_with(spark, 4, run)
+        io = instrument_local_storage(monkeypatch)
+        io.fail("create_exclusive", "*/sparkstate/manifests/*.manifest")
+        with pytest.raises(InjectedFault):
+            sparkstate.rescale(spark, case.checkpoint, 3, file_sinks=[out])
+        io.heal()
+        with pytest.raises(Exception, match="(?i)repartition"):
+            run()
+        sparkstate.rescale(spark, case.checkpoint, 3, file_sinks=[out])
+        case.source.add_all(files[3:])
+        run()
+    assert "3.compact" in os.listdir(os.path.join(out, "_spark_metadata"))
+    assert_same_rows(read_parquet_sink(spark, out), case.source.batch().select("k", "v").distinct().collect(),
+                     min_rows=40)
+
+
 def test_memory_sink_in_complete_mode_4_to_3(spark, tmp_path, variant):
     """The memory sink has no batch log of its own: the restarted query's table is the full result."""
     case = Case(spark, tmp_path)
