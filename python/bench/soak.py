@@ -112,7 +112,7 @@ def run_one(name: str, args: argparse.Namespace) -> dict:
         conf["spark.local.dir"] = local_dir
     spark = new_session(f"soak-{name}", provider, backend=backend, conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
-    jvm_pid = int(spark.sparkContext._gateway.java_process.pid) if spark.sparkContext._gateway.java_process else 0
+    jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     checkpoint = os.path.join(work, "checkpoint")
     counts = (spark.readStream.schema("k long, v long").option("maxFilesPerTrigger", 1)
               .json(os.path.join(args.workdir, "input")).groupBy("k").count())
@@ -123,9 +123,9 @@ def run_one(name: str, args: argparse.Namespace) -> dict:
     def sampler() -> None:
         while query.isActive:
             progress = query.lastProgress
-            if progress and jvm_pid:
+            if progress:
                 try:
-                    samples.append({"batch": progress["batchId"],
+                    samples.append({"batch": int(progress.batchId),
                                     **sample(jvm_pid, local_dir, os.path.join(checkpoint, "state"))})
                 except OSError:
                     pass
