@@ -107,6 +107,7 @@ def run_one(name: str, args: argparse.Namespace) -> dict:
     conf = {"spark.sql.streaming.minBatchesToRetain": str(args.retain),
             "spark.sql.streaming.stateStore.maintenanceInterval": "2s",
             "spark.sql.streaming.stateStore.sparkstate.localDir": local_dir}
+    conf.update(item.split("=", 1) for item in args.conf)
     if provider != "sparkstate":
         conf.pop("spark.sql.streaming.stateStore.sparkstate.localDir")
         conf["spark.local.dir"] = local_dir
@@ -168,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=50, help="batches before growth is measured")
     p.add_argument("--providers", default=",".join(RUNS), help=f"comma list of {', '.join(RUNS)}")
     p.add_argument("--workdir", default=None)
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf, every run")
     p.add_argument("--out", default=None, help="also write every sample as JSON here")
     p.add_argument("--run-one", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -188,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.providers.split(","):
         done = subprocess.run([sys.executable, os.path.abspath(__file__), "--run-one", name,
                                *sum(([f"--{k}", str(getattr(args, k))] for k in
-                                     ("batches", "rows", "keys", "retain", "warmup", "workdir")), [])],
+                                     ("batches", "rows", "keys", "retain", "warmup", "workdir")), []),
+                               *sum((["--conf", c] for c in args.conf), [])],
                               capture_output=True, text=True)
         if done.returncode != 0:
             print(f"[{name}] failed (exit {done.returncode}):\n{done.stderr[-3000:]}", file=sys.stderr)

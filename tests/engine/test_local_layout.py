@@ -5,6 +5,7 @@ import tempfile
 import pytest
 
 from sparkstate.engine import Store, local_layout
+from sparkstate.errors import LocalDiskError
 
 from .conftest import kv, make_spec
 
@@ -67,8 +68,8 @@ def test_state_files_are_reachable_by_their_user_only(tmp_root):
         store.close()
 
 
-def test_a_local_dir_that_cannot_be_created_names_the_path(tmp_path):
+def test_a_local_dir_that_cannot_be_created_names_the_path_and_the_setting(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(OSError, match=str(blocker)):
-        Store(make_spec("file:" + str(tmp_path / "ckpt" / "state" / "0" / "1")), local_root=str(blocker / "x"))
+    with pytest.raises(LocalDiskError, match=f"{blocker}.*localDir="):
+        Store(make_spec("file:" + str(tmp_path / "ckpt" / "state" / "0" / "1"), local_dir=str(blocker / "x")))

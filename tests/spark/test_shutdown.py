@@ -54,6 +54,32 @@ def _run(cmd: list[str], env: dict[str, str], timeout_s: float, workdir: str) ->
     return proc.returncode, out, time.monotonic() - t0
 
 
+def spark_submit_command(workdir: str, *conf: str) -> list[str]:
+    """`spark-submit` of the job with sparkstate configured the spark-submit way (`--jars`, `--conf`)."""
+    spark_submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+    if not os.path.exists(spark_submit):
+        import pyspark
+
+        spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    settings = [f"{PROVIDER_CLASS_KEY}={PROVIDER_CLASS}", f"{PREFIX}pythonExec={sys.executable}",
+                f"spark.pyspark.python={sys.executable}", *conf]
+    return [spark_submit, "--master", "local[2]", "--jars", sparkstate.jar_path(),
+            *sum((["--conf", c] for c in settings), []), JOB, workdir, "submit"]
+
+
+def test_a_bad_setting_given_with_conf_fails_the_job_with_one_clean_message(tmp_path):
+    workdir = str(tmp_path)
+    _input(workdir)
+    cmd = spark_submit_command(workdir, f"{PREFIX}bakend=heap")
+    rc, out, _ = _run(cmd, _env(uuid.uuid4().hex), 240, workdir)
+    log = open(os.path.join(workdir, "driver.log")).read()
+    assert rc != 0
+    expected = f"unknown setting '{PREFIX}bakend'; did you mean '{PREFIX}backend'?"
+    lines = [ln for ln in log.splitlines() if "io.sparkstate.PythonStoreException:" in ln]
+    assert lines and all(expected in ln for ln in lines), log[-3000:]
+    assert "RuntimeError: ConfigError" not in log and "sparkstate/worker/" not in log, log[-3000:]
+
+
 def _workers_printed(out: str, label: str) -> list[int]:
     line = next(ln for ln in out.splitlines() if ln.startswith(label))
     return ast.literal_eval(line[len(label):].strip())
@@ -72,14 +98,7 @@ def test_workers_are_gone_after_spark_session_stop(tmp_path):
 def test_a_spark_submit_job_ends_by_itself(tmp_path):
     workdir = str(tmp_path)
     expected = _input(workdir)
-    spark_submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
-    if not os.path.exists(spark_submit):
-        import pyspark
-
-        spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
-    cmd = [spark_submit, "--master", "local[2]", "--jars", sparkstate.jar_path(),
-           "--conf", f"{PROVIDER_CLASS_KEY}={PROVIDER_CLASS}", "--conf", f"{PREFIX}pythonExec={sys.executable}",
-           "--conf", f"spark.pyspark.python={sys.executable}", JOB, workdir, "submit"]
+    cmd = spark_submit_command(workdir)
     tag = uuid.uuid4().hex
     rc, out, elapsed = _run(cmd, _env(tag), 240, workdir)
     assert rc == 0, open(os.path.join(workdir, "driver.log")).read()[-3000:]

@@ -14,7 +14,8 @@ from typing import Collection, Iterator, Sequence
 
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager
-from ..errors import CheckpointError, StoreStateError, VersionNotFoundError
+from ..config import PREFIX
+from ..errors import CheckpointError, LocalDiskError, StoreStateError, VersionNotFoundError
 from ..storage import FileIO
 from .backend import Backend, BackendContext, Cursor
 from .backends import builder_for
@@ -106,8 +107,14 @@ class Store:
     def __init__(self, spec: StoreSpec, local_root: str | None = None, *, fileio: FileIO | None = None) -> None:
         self.spec = spec
         root = local_root or spec.settings.local_dir or default_local_root()
-        self._layout = InstanceLayout(os.path.join(root, safe_name(spec.instance_id)))
-        self._layout.ensure_private()
+        try:
+            self._layout = InstanceLayout(os.path.join(root, safe_name(spec.instance_id)))
+            self._layout.ensure_private()
+        except OSError as e:
+            if spec.settings.local_dir:  # the user's choice: say which setting to fix
+                raise LocalDiskError(f"{e} (the directory comes from {PREFIX}localDir="
+                                     f"{spec.settings.local_dir!r})") from e
+            raise
         self._file_manager = open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a, fileio)
         self._ctx = BackendContext(settings=spec.settings, layout=self._layout, file_manager=self._file_manager,
                                    instance_id=spec.instance_id, query_run_id=spec.query_run_id,

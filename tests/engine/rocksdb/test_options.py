@@ -7,13 +7,14 @@ from sparkstate.engine.rocksdb.options import INFO_LOG_FILES, MAX_INFO_LOG_BYTES
 from ..conftest import kv, make_spec
 
 
-def test_the_info_log_of_a_long_lived_store_stays_bounded(tmp_path):
-    """Every commit adds flush and checkpoint lines to RocksDB's LOG; rolled and capped, a store open
-    for many batches keeps at most INFO_LOG_FILES old logs plus the current one."""
+def test_the_info_log_and_the_checkpoint_manifests_of_a_long_lived_store_stay_bounded(tmp_path):
+    """Every commit adds flush and checkpoint lines to RocksDB's LOG and a version edit to its MANIFEST
+    (embedded in each checkpoint manifest); both roll, so a store open for many batches keeps at most
+    INFO_LOG_FILES old logs plus the current one, and its checkpoint manifests do not grow with its age."""
     store = Store(make_spec("file:" + str(tmp_path / "ckpt" / "state" / "0" / "1"), backend="rocksdb"),
                   str(tmp_path / "local"))
     try:
-        for version in range(200):
+        for version in range(400):
             store.load(version)
             store.apply_batch([kv(version % 50, b"v%d" % version)])
             store.commit()
@@ -26,5 +27,9 @@ def test_the_info_log_of_a_long_lived_store_stays_bounded(tmp_path):
         live_db = max(by_db, key=by_db.get)
         assert len([p for p in logs if os.path.dirname(p) == live_db]) <= INFO_LOG_FILES + 1
         assert by_db[live_db] <= (INFO_LOG_FILES + 1) * MAX_INFO_LOG_BYTES + (64 << 10), by_db
+        manifests = glob.glob(str(tmp_path / "ckpt" / "state" / "0" / "1" / "sparkstate" / "manifests" / "*"))
+        # the embedded MANIFEST (base64) stays under its roll size, plus the version's other small files:
+        # not the ~150 KB that 400 version edits take unrolled
+        assert max(map(os.path.getsize, manifests)) <= 64 << 10
     finally:
         store.close()

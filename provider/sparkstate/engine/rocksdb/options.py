@@ -8,9 +8,11 @@ import rocksdict
 
 from ...config import Settings
 
-# RocksDB appends to its MANIFEST on every flush/compaction and only rolls it at this size; the whole
-# file is embedded in every checkpoint manifest, so keep it small.
-MAX_ROCKSDB_MANIFEST_BYTES = 1 << 20
+# RocksDB appends a few hundred bytes to its MANIFEST on every flush/compaction and only rolls it (into a
+# fresh file holding just the live files) past this size. The whole file is embedded in every checkpoint
+# manifest, and retention keeps minBatchesToRetain of those (100 by default): at 1 MiB a store's
+# checkpoint carried up to ~130 MiB of manifests for any state size. Rolling is cheap.
+MAX_ROCKSDB_MANIFEST_BYTES = 32 << 10
 # RocksDB's info LOG gains a few KB per commit (flush and checkpoint lines) for as long as the store is
 # open; rolled at this size and keeping INFO_LOG_FILES old files, a store's logs stay under 1 MiB.
 MAX_INFO_LOG_BYTES = 256 << 10
