@@ -10,8 +10,8 @@ from ...config import Settings
 
 # RocksDB appends a few hundred bytes to its MANIFEST on every flush/compaction and only rolls it (into a
 # fresh file holding just the live files) past this size. The whole file is embedded in every checkpoint
-# manifest, and retention keeps minBatchesToRetain of those (100 by default): at 1 MiB a store's
-# checkpoint carried up to ~130 MiB of manifests for any state size. Rolling is cheap.
+# manifest, and retention keeps minBatchesToRetain of those (100 by default): a 1 MiB roll size would let
+# a store's checkpoint hold up to ~130 MiB of manifests whatever its state size. Rolling is cheap.
 MAX_ROCKSDB_MANIFEST_BYTES = 32 << 10
 # RocksDB's info LOG gains a few KB per commit (flush and checkpoint lines) for as long as the store is
 # open; rolled at this size and keeping INFO_LOG_FILES old files, a store's logs stay under 1 MiB.
