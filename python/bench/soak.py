@@ -11,6 +11,8 @@ query's current batch id:
 
 - the JVM's and the store workers' resident memory (`VmRSS`), open files and threads (the workers are the
   `sparkstate.worker` processes started by this run's JVM);
+- the JVM heap in use right after a full GC (`System.gc()` every 10th sample): what the JVM keeps, which
+  its RSS does not show while the heap is still finding its size;
 - the bytes under the store workers' local directory (`localDir`, set per run) and under the checkpoint's
   `state/`.
 
@@ -42,7 +44,8 @@ RUNS = {  # name -> (provider, sparkstate backend)
     "heap": ("sparkstate", "heap"),
     "rocksdb": ("rocksdb", None),
 }
-FIELDS = ("jvm_rss", "worker_rss", "worker_fds", "worker_threads", "local_bytes", "state_bytes")
+FIELDS = ("jvm_rss", "jvm_heap_after_gc", "worker_rss", "worker_fds", "worker_threads", "local_bytes",
+          "state_bytes")
 
 
 def _proc_status(pid: int) -> dict[str, str]:
@@ -83,7 +86,7 @@ def sample(jvm_pid: int, local_dir: str, state_dir: str) -> dict[str, int]:
                     workers.append(child)
         except OSError:
             pass
-    out = dict.fromkeys(FIELDS, 0)
+    out = dict.fromkeys(FIELDS[:1] + FIELDS[2:], 0)
     out["jvm_rss"] = int(_proc_status(jvm_pid)["VmRSS"].split()[0]) * 1024
     for w in workers:
         try:
@@ -120,13 +123,22 @@ def run_one(name: str, args: argparse.Namespace) -> dict:
     query = (counts.writeStream.format("noop").outputMode("update").option("checkpointLocation", checkpoint)
              .trigger(availableNow=True).start())
     samples: list[dict] = []
+    jvm = spark.sparkContext._jvm
+    heap_after_gc = 0
 
     def sampler() -> None:
+        nonlocal heap_after_gc
+        n = 0
         while query.isActive:
             progress = query.lastProgress
             if progress:
+                if n % 10 == 0:
+                    jvm.java.lang.System.gc()
+                    heap_after_gc = int(jvm.java.lang.management.ManagementFactory.getMemoryMXBean()
+                                        .getHeapMemoryUsage().getUsed())
+                n += 1
                 try:
-                    samples.append({"batch": int(progress.batchId),
+                    samples.append({"batch": int(progress.batchId), "jvm_heap_after_gc": heap_after_gc,
                                     **sample(jvm_pid, local_dir, os.path.join(checkpoint, "state"))})
                 except OSError:
                     pass
@@ -155,7 +167,7 @@ def report(results: list[dict], warmup: int) -> None:
             continue
         for field in FIELDS:
             a, b = start[field], end[field]
-            fmt = human_bytes if field.endswith(("rss", "bytes")) else str
+            fmt = human_bytes if field.endswith(("rss", "bytes", "gc")) else str
             print(f"| {r['name']} (batches {start['batch']}→{end['batch']}) | {field} | {fmt(a)} | {fmt(b)} | "
                   f"{'+' if b >= a else '-'}{fmt(abs(b - a))} |")
 
