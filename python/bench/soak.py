@@ -37,6 +37,7 @@ if not __package__:  # run as a script from a checkout
 
     ensure_sparkstate_jobs()
 
+from sparkstate_jobs import procfs  # noqa: E402
 from sparkstate_jobs.progress import human_bytes  # noqa: E402
 
 RUNS = {  # name -> (provider, sparkstate backend)
@@ -46,24 +47,6 @@ RUNS = {  # name -> (provider, sparkstate backend)
 }
 FIELDS = ("jvm_rss", "jvm_heap_after_gc", "worker_rss", "worker_fds", "worker_threads", "local_bytes",
           "state_bytes")
-
-
-def _proc_status(pid: int) -> dict[str, str]:
-    with open(f"/proc/{pid}/status") as f:
-        return dict(line.split(":", 1) for line in f if ":" in line)
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        out.append(int(entry))
-            except OSError:
-                pass
-    return out
 
 
 def _tree_bytes(path: str) -> int:
@@ -78,19 +61,12 @@ def _tree_bytes(path: str) -> int:
 
 
 def sample(jvm_pid: int, local_dir: str, state_dir: str) -> dict[str, int]:
-    workers = []
-    for child in _children(jvm_pid):
-        try:
-            with open(f"/proc/{child}/cmdline", "rb") as f:
-                if b"sparkstate.worker" in f.read():
-                    workers.append(child)
-        except OSError:
-            pass
+    workers = [child for child in procfs.children(jvm_pid) if procfs.is_store_worker(child)]
     out = dict.fromkeys(FIELDS[:1] + FIELDS[2:], 0)
-    out["jvm_rss"] = int(_proc_status(jvm_pid)["VmRSS"].split()[0]) * 1024
+    out["jvm_rss"] = int(procfs.status(jvm_pid)["VmRSS"].split()[0]) * 1024
     for w in workers:
         try:
-            status = _proc_status(w)
+            status = procfs.status(w)
             out["worker_rss"] += int(status["VmRSS"].split()[0]) * 1024
             out["worker_threads"] += int(status["Threads"])
             out["worker_fds"] += len(os.listdir(f"/proc/{w}/fd"))

@@ -13,6 +13,8 @@ from fault_plugin import fault_python, fired
 from spark_harness import PREFIX, AggregationCase
 from test_operators import test_aggregation_update_mode, test_drop_duplicates  # noqa: F401
 
+from sparkstate_jobs import procfs
+
 VARIANTS = ("rocksdb",)  # the operator tests imported below run on one backend here
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Faults for executors' embedded interpreters: fault_site/sitecustomize.py reads this file when it exists.
@@ -27,23 +29,13 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(selected_provider() != "sparkstate", reason="checks sparkstate's worker processes")]
 
 
-def _ppid(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
-
-
 def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
+    return procfs.cmdline(pid).replace(b"\0", b" ").decode(errors="replace")
 
 
 def test_store_workers_run_under_executor_jvms(spark, tmp_path):
     test_aggregation_update_mode(spark, tmp_path, "rocksdb")  # make sure stores were used in this session
-    parents = {_ppid(int(p)) for p in os.listdir("/proc")
-               if p.isdigit() and "sparkstate.worker" in _cmdline(int(p))}
+    parents = {procfs.parent_of(p) for p in procfs.pids() if procfs.is_store_worker(p)}
     parents.discard(os.getpid())
     app = spark.sparkContext.applicationId  # executors of this session only, not of another run's
     executor_parents = [p for p in parents
@@ -68,7 +60,7 @@ def test_executor_killed_mid_query_gives_exact_results(spark, tmp_path, backend)
         while time.time() < deadline and not fired(marker):
             time.sleep(0.05)
         if fired(marker):
-            executor = _ppid(fired(marker)[0]["pid"])
+            executor = procfs.parent_of(fired(marker)[0]["pid"])
             assert "CoarseGrainedExecutorBackend" in _cmdline(executor)
             assert f"--app-id {spark.sparkContext.applicationId}" in _cmdline(executor)
             os.kill(executor, signal.SIGKILL)

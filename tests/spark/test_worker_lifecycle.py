@@ -12,6 +12,8 @@ import pytest
 
 from conftest import selected_provider
 
+from sparkstate_jobs import procfs
+
 pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's worker processes")
 
 DRIVER = textwrap.dedent("""
@@ -34,27 +36,6 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        out.append(int(entry))
-            except OSError:
-                pass
-    return out
-
-
-def _is_worker(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"sparkstate.worker" in f.read()
-    except OSError:
-        return False
-
-
 def _shm_mappings(pid: int) -> list[str]:
     with open(f"/proc/{pid}/maps") as f:
         return [line.strip() for line in f if "sparkstate-shm-" in line]
@@ -70,7 +51,7 @@ def test_workers_exit_when_their_jvm_is_killed(tmp_path):
                 jvm = int(line.split()[1])
                 break
         assert jvm, "the driver did not start a query"
-        workers = [p for p in _children(jvm) if _is_worker(p)]
+        workers = [p for p in procfs.children(jvm) if procfs.is_store_worker(p)]
         assert workers, "no sparkstate worker was started"
         segments = [line for p in workers for line in _shm_mappings(p)]
         assert segments, "no worker mapped a shared-memory segment (the default transport is shm)"
@@ -78,9 +59,9 @@ def test_workers_exit_when_their_jvm_is_killed(tmp_path):
             f"a segment file outlived the attach: {segments}"  # nothing is left in /dev/shm after a crash
         os.kill(jvm, signal.SIGKILL)
         deadline = time.time() + 20
-        while time.time() < deadline and any(_is_worker(p) for p in workers):
+        while time.time() < deadline and any(procfs.is_store_worker(p) for p in workers):
             time.sleep(0.2)
-        assert not [p for p in workers if _is_worker(p)], "workers outlived their killed JVM"
+        assert not [p for p in workers if procfs.is_store_worker(p)], "workers outlived their killed JVM"
     finally:
         driver.kill()
         driver.wait()

@@ -86,15 +86,12 @@ def main(argv: list[str]) -> int:
 
 def _repair(checkpoint: str, sink: str, conf: list[str]) -> int:
     from ..errors import SparkstateError
-    from .file_sink import COMPACT_INTERVAL_KEY, DEFAULT_COMPACT_INTERVAL, repair_file_sink
+    from .file_sink import COMPACT_INTERVAL_KEY, compact_interval_setting, repair_file_sink
     from .plan import normalize_checkpoint
 
-    interval = DEFAULT_COMPACT_INTERVAL
-    for item in conf:
-        key, _, value = item.partition("=")
-        if key == COMPACT_INTERVAL_KEY:
-            interval = int(value)
+    given = dict(item.partition("=")[::2] for item in conf)
     try:
+        interval = compact_interval_setting(given.get(COMPACT_INTERVAL_KEY))
         added = repair_file_sink(normalize_checkpoint(checkpoint), sink, interval)
     except SparkstateError as e:
         print(f"sparkstate rescale: refused/failed: {e}", file=sys.stderr)

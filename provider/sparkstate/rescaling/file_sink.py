@@ -29,6 +29,17 @@ DEFAULT_COMPACT_INTERVAL = 10
 _ENTRY = re.compile(r"^(\d+)(\.compact)?$")
 
 
+def compact_interval_setting(raw: str | None) -> int:
+    """The `spark.sql.streaming.fileSink.log.compactInterval` value the query runs with (None: Spark's default)."""
+    try:
+        value = int(raw) if raw else DEFAULT_COMPACT_INTERVAL
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise RescaleError(f"invalid {COMPACT_INTERVAL_KEY}={raw!r}: expected a positive integer")
+    return value
+
+
 def sink_log_batches(fio: FileIO, sink_path: str) -> tuple[list[int], list[int]]:
     """The batch ids in the sink's log, and those of its compaction files."""
     log_dir = join_path(sink_path, METADATA_DIR)

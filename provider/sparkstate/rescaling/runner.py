@@ -36,7 +36,13 @@ from ..engine import StoreSpec
 from ..errors import CheckpointError, RescaleError
 from ..storage import FileIO, fileio_for, join_path
 from ..storage.local import local_path_or_none
-from .file_sink import COMPACT_INTERVAL_KEY, DEFAULT_COMPACT_INTERVAL, check_file_sink, record_empty_batch
+from .file_sink import (
+    COMPACT_INTERVAL_KEY,
+    DEFAULT_COMPACT_INTERVAL,
+    check_file_sink,
+    compact_interval_setting,
+    record_empty_batch,
+)
 from .plan import STAGING_DIR, Plan, build_plan, normalize_checkpoint, store_spec_doc
 from .spark_logs import SparkLogs, rewrite_operator_partitions
 from .task import done_marker_path, staged_manifest_path
@@ -100,13 +106,15 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str,
         for sink in file_sinks:
             if not plan.resume_metadata:
                 check_file_sink(fileio_for(sink), sink, plan.last_committed_batch)
+        sink_compact_interval = compact_interval_setting(
+            (conf or {}).get(COMPACT_INTERVAL_KEY) or spark.conf.get(COMPACT_INTERVAL_KEY, None))
         t_plan = time.perf_counter()
         _remove_other_staging(fio, plan)
         fio.write_bytes_atomic(join_path(plan.staging_dir, "plan.json"), plan.to_json().encode())
         results = _run_job(spark, plan, fio, progress)
         t_job = time.perf_counter()
         _refuse_if_running_here(spark, checkpoint)
-        _publish(plan, fio, progress, results, file_sinks, _file_sink_compact_interval(spark, conf))
+        _publish(plan, fio, progress, results, file_sinks, sink_compact_interval)
         _remove_staging(fio, plan)
         t_publish = time.perf_counter()
     finally:
@@ -137,15 +145,6 @@ def _refuse_if_running_here(spark: Any, checkpoint: str) -> None:
         if normalize_checkpoint(root) == checkpoint:
             raise RescaleError(f"query {query.name or query.id} is running on {checkpoint}; stop it "
                                "(query.stop()) before rescaling its state")
-
-
-def _file_sink_compact_interval(spark: Any, conf: dict[str, str] | None) -> int:
-    """The compaction interval the restarted query's file sink will use when its log has no compaction yet."""
-    raw = (conf or {}).get(COMPACT_INTERVAL_KEY) or spark.conf.get(COMPACT_INTERVAL_KEY, None)
-    try:
-        return int(raw) if raw else DEFAULT_COMPACT_INTERVAL
-    except ValueError:
-        raise RescaleError(f"invalid {COMPACT_INTERVAL_KEY}={raw!r}: expected a positive integer") from None
 
 
 def _sparkstate_conf(spark: Any) -> dict[str, str]:

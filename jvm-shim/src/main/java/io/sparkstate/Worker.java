@@ -1,5 +1,6 @@
 package io.sparkstate;
 
+import org.apache.spark.SparkEnv;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -20,11 +21,14 @@ abstract class Worker implements CallTracker {
   final String id;
   final String pythonExec;
   final String transport;
+  /** The application this worker serves (null outside one): its stores end with it (WorkerPool). */
+  final SparkEnv sparkEnv;
 
   Worker(String id, String pythonExec, String transport) {
     this.id = id;
     this.pythonExec = pythonExec;
     this.transport = transport;
+    this.sparkEnv = SparkEnv.get();
   }
 
   static Worker start(String id, ShimSettings settings) {

@@ -10,7 +10,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Predicate;
 import java.util.function.ToIntFunction;
-import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -32,7 +31,6 @@ final class WorkerPool {
   private final List<Worker> workers = new ArrayList<>(); // guarded by this
   private final Set<Worker> busy = new HashSet<>(); // guarded by this
   private final Map<Worker, Integer> storesHeld = new HashMap<>(); // guarded by this: open stores per worker
-  private final Map<Worker, SparkEnv> startedUnder = new HashMap<>(); // guarded by this
   private final ConcurrentHashMap<Long, WorkerLease> taskLeases = new ConcurrentHashMap<>();
   private final AtomicLong nextId = new AtomicLong();
   private boolean shutdownHookAdded; // guarded by this
@@ -76,7 +74,6 @@ final class WorkerPool {
         if (gone) {
           w.kill(); // stops its gateway and removes its private directory
           storesHeld.remove(w);
-          startedUnder.remove(w);
         }
         return gone;
       });
@@ -99,7 +96,6 @@ final class WorkerPool {
     synchronized (this) {
       workers.add(started);
       busy.add(started);
-      startedUnder.put(started, SparkEnv.get());
       watchdog.ensureRunning();
       if (!shutdownHookAdded) {
         shutdownHookAdded = true;
@@ -162,7 +158,6 @@ final class WorkerPool {
     if (!worker.isAlive()) {
       workers.remove(worker);
       storesHeld.remove(worker);
-      startedUnder.remove(worker);
       worker.kill(); // stops its gateway and removes its private directory
     }
   }
@@ -175,16 +170,15 @@ final class WorkerPool {
   void stopWorkersOfStoppedContexts() {
     List<Worker> stopped = new ArrayList<>();
     synchronized (this) {
-      startedUnder.forEach((w, env) -> {
-        if (env != null && env.isStopped() && w instanceof WorkerProcess) {
+      for (Worker w : workers) {
+        if (w.sparkEnv != null && w.sparkEnv.isStopped() && w instanceof WorkerProcess) {
           stopped.add(w);
         }
-      });
+      }
       for (Worker w : stopped) {
         workers.remove(w);
         busy.remove(w);
         storesHeld.remove(w);
-        startedUnder.remove(w);
       }
     }
     if (stopped.isEmpty()) {
