@@ -30,6 +30,11 @@ class CorruptCheckpointError(CheckpointError):
     """A checkpoint file does not match what its manifest says (size or checksum), or cannot be parsed."""
 
 
+class WrongStoreError(CheckpointError):
+    """A store's checkpoint holds another store's versions or keys (a directory moved or copied to the
+    wrong operator, partition or query)."""
+
+
 class StorageError(CheckpointError):
     """The storage system (e.g. S3) failed an operation after retries; the message names the operation
     and the object, never credentials."""

@@ -22,6 +22,11 @@ Body fields:
                       the database expects
     privateFiles      [{"name", "size", "crc32", "data"}]: small per-version database files (MANIFEST-*,
                       CURRENT, OPTIONS-*, *.log, rocksdict-config.json) embedded as base64
+    store             optional {"queryKey", "operatorId", "partitionId", "storeName"}: the store the
+                      version belongs to; a load of another store refuses it
+    adoptableFrom     optional int: a commit after this version may name files not yet in any manifest
+                      whose name starts with a version >= this (the heap backend's background full
+                      snapshots); absent means 0. Orphan collection keeps such files (checkpoint/gc.py)
 
 Embedding the private files keeps a version to one small object write plus its new SSTs, and makes the
 manifest the single thing that must be written last.
@@ -67,6 +72,20 @@ class PrivateFile:
 
 
 @dataclass(frozen=True)
+class StoreIdentity:
+    """Which store a manifest belongs to: the query (its `query_key`), operator, partition, store name."""
+
+    query_key: str
+    operator_id: int
+    partition_id: int
+    store_name: str
+
+    def describe(self) -> str:
+        return (f"query {self.query_key}, operator {self.operator_id}, partition {self.partition_id}, "
+                f"store {self.store_name}")
+
+
+@dataclass(frozen=True)
 class Manifest:
     version: int
     backend: str
@@ -76,6 +95,8 @@ class Manifest:
     created_ms: int
     shared_files: tuple[SharedFileRef, ...] = ()
     private_files: tuple[PrivateFile, ...] = ()
+    store: StoreIdentity | None = None
+    adoptable_from: int = 0
     format_version: int = field(default=FORMAT_VERSION)
 
     @property
@@ -93,7 +114,7 @@ class Manifest:
         return header + body
 
     def _body(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "formatVersion": FORMAT_VERSION,
             "version": self.version,
             "backend": self.backend,
@@ -106,7 +127,12 @@ class Manifest:
             "privateFiles": [{"name": p.name, "size": p.size, "crc32": p.crc32,
                               "data": base64.b64encode(p.data).decode("ascii")}
                              for p in self.private_files],
+            "adoptableFrom": self.adoptable_from,
         }
+        if self.store is not None:
+            body["store"] = {"queryKey": self.store.query_key, "operatorId": self.store.operator_id,
+                             "partitionId": self.store.partition_id, "storeName": self.store.store_name}
+        return body
 
     @classmethod
     def from_bytes(cls, raw: bytes, source: str) -> "Manifest":
@@ -123,9 +149,15 @@ class Manifest:
                     raise CorruptCheckpointError(
                         f"manifest {source}: embedded file {p['name']} does not match its size/crc32")
                 private.append(PrivateFile(str(p["name"]), data))
+            store = None
+            if doc.get("store") is not None:
+                s = doc["store"]
+                store = StoreIdentity(str(s["queryKey"]), int(s["operatorId"]), int(s["partitionId"]),
+                                      str(s["storeName"]))
             return cls(version=int(doc["version"]), backend=str(doc["backend"]), num_keys=int(doc["numKeys"]),
                        writer_instance_id=str(doc["writerInstanceId"]), query_run_id=str(doc["queryRunId"]),
-                       created_ms=int(doc["createdMs"]), shared_files=shared, private_files=tuple(private))
+                       created_ms=int(doc["createdMs"]), shared_files=shared, private_files=tuple(private),
+                       store=store, adoptable_from=int(doc.get("adoptableFrom", 0)))
         except CorruptCheckpointError:
             raise
         except (ValueError, KeyError, TypeError) as e:

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Sequence, TypeVar
 
-from ..checkpoint import CheckpointFileManager, Manifest
+from ..checkpoint import CheckpointFileManager, Manifest, StoreIdentity
 from ..config import Settings
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ class BackendContext:
     instance_id: str
     query_run_id: str
     num_cols_prefix_key: int = 0  # > 0: PrefixKeyScan store (scan prefixes are kg + u32be(len) + prefixRow)
+    store: StoreIdentity | None = None  # written into every manifest (a load of another store refuses it)
 
 
 class Backend(ABC):
@@ -122,6 +123,15 @@ class Backend(ABC):
 
     def maintenance_snapshot(self) -> None:
         """Periodic maintenance hook (Spark's maintenance thread, under the store lock); must not block."""
+
+    def sample_keys(self, limit: int) -> list[bytes]:
+        """Up to `limit` keys, cheaply (the first of a scan): what the load-time key-group check reads."""
+        cursor = self.open_cursor(b"")
+        try:
+            rows, _ = cursor.next_chunk(limit, 1 << 20)
+            return [k for k, _ in rows[:limit]]
+        finally:
+            cursor.close()
 
 
 class BackendBuilder(Protocol):

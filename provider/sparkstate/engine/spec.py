@@ -5,7 +5,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..checkpoint.location import StoreLocation
+from ..checkpoint import StoreIdentity
+from ..checkpoint.location import StoreLocation, query_key
 from ..config import Settings
 from ..errors import ConfigError
 
@@ -25,6 +26,9 @@ class StoreSpec:
     num_cols_prefix_key: int
     num_partitions: int
     min_versions_to_retain: int
+    # True when the key group of every key routes it to this partition (pmod(kg, numPartitions)); false for
+    # stores without a typed partition-key column (a global aggregate's single partition)
+    key_groups_route: bool = False
     settings: Settings = field(default_factory=Settings)
     # The Hadoop conf's `fs.s3a.*` entries (endpoint, credentials...). May hold secrets: never in repr.
     hadoop_s3a: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -48,6 +52,7 @@ class StoreSpec:
                 values[name] = kind(doc[key])
             except (TypeError, ValueError):
                 raise ConfigError(f"store spec field '{key}' is not a valid {kind.__name__}: {doc[key]!r}") from None
+        values["key_groups_route"] = bool(doc.get("keyGroupsRoute", False))
         values["settings"] = Settings.parse({str(k): str(v) for k, v in (doc.get("settings") or {}).items()})
         values["hadoop_s3a"] = {str(k): str(v) for k, v in (doc.get("hadoopS3a") or {}).items()}
         return cls(**values)
@@ -56,6 +61,11 @@ class StoreSpec:
     def location(self) -> StoreLocation:
         return StoreLocation(self.checkpoint_location, self.operator_id, self.partition_id, self.store_name,
                              self.settings.state_location)
+
+    def identity(self) -> StoreIdentity:
+        """What the manifests of this store say they belong to."""
+        return StoreIdentity(query_key(self.location.checkpoint_root()), self.operator_id, self.partition_id,
+                             self.store_name)
 
     def state_location(self) -> str:
         """Where this store's files live (`StoreLocation.state_location`)."""

@@ -6,6 +6,7 @@ owns remote names. Top-level methods read as a list of timed phases.
 from __future__ import annotations
 
 import enum
+import logging
 import os
 import threading
 import time
@@ -15,13 +16,16 @@ from typing import Collection, Iterator, Sequence
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager
 from ..config import PREFIX
-from ..errors import CheckpointError, LocalDiskError, StoreStateError, VersionNotFoundError
+from ..errors import CheckpointError, LocalDiskError, StoreStateError, VersionNotFoundError, WrongStoreError
+from ..keygroups import key_group, partition_of
 from ..storage import FileIO
 from .backend import Backend, BackendContext, Cursor
 from .backends import builder_for
 from .local_layout import InstanceLayout, default_local_root, safe_name
 from .snapshot_runner import run_snapshot
 from .spec import StoreSpec
+
+log = logging.getLogger(__name__)
 
 CUSTOM_METRICS = (
     "sparkstateCommitMs", "sparkstateLoadMs", "sparkstateCheckpointLoads", "sparkstateFlushMs",
@@ -118,7 +122,7 @@ class Store:
         self._file_manager = open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a, fileio)
         self._ctx = BackendContext(settings=spec.settings, layout=self._layout, file_manager=self._file_manager,
                                    instance_id=spec.instance_id, query_run_id=spec.query_run_id,
-                                   num_cols_prefix_key=spec.num_cols_prefix_key)
+                                   num_cols_prefix_key=spec.num_cols_prefix_key, store=spec.identity())
         self._builder = builder_for(spec.settings.backend)
         self._lock = threading.RLock()
         self._state = State.CLOSED          # guarded by _lock
@@ -161,10 +165,12 @@ class Store:
                 self._close_backend()
                 self._state = State.CLOSED  # until the restore succeeds
                 manifest = self._read_manifest_for_load(version)
-                self._check_backend(manifest)
+                self._check_manifest(manifest)
                 self._backend = self._builder(self._ctx, manifest)
                 source = "checkpoint"
                 restored = manifest is not None
+                if restored:
+                    self._check_key_groups(version)
             self._version, self._dirty, self._state = version, False, State.LOADED
             load_ms = _ms_since(t0)
             self._custom["sparkstateLoadMs"] = load_ms
@@ -173,15 +179,47 @@ class Store:
             self._custom["sparkstateCheckpointLoads"] = int(restored)
             return LoadResult(version=version, load_ms=load_ms, source=source)
 
-    def _check_backend(self, manifest: Manifest | None) -> None:
-        """A checkpoint keeps the backend it was written with; say so before any backend reads it."""
+    def _check_manifest(self, manifest: Manifest | None) -> None:
+        """Refuse a manifest of another store or backend before any backend reads it."""
+        if manifest is None:
+            return
+        path = self._file_manager.manifest_path(manifest.version)
+        mine, theirs = self.spec.identity(), manifest.store
+        if theirs is not None and theirs != mine:
+            same_place = (theirs.operator_id, theirs.partition_id, theirs.store_name) == \
+                (mine.operator_id, mine.partition_id, mine.store_name)
+            if not same_place or self.spec.settings.state_location:
+                raise WrongStoreError(
+                    f"{path} belongs to {theirs.describe()}, not to this store ({mine.describe()}): state "
+                    "files were moved or copied to the wrong place. Put them back (`sparkstate verify` lists "
+                    "misplaced stores) or restore the checkpoint from a backup")
+            # Same operator, partition and name under another query key: the checkpoint itself was moved.
+            log.info("%s was written when the checkpoint was at another path (%s); loading it",
+                     path, theirs.query_key)
         wanted = self.spec.settings.backend
-        if manifest is not None and manifest.backend != wanted:
+        if manifest.backend != wanted:
             raise CheckpointError(
                 f"version {manifest.version} at {self._file_manager.manifest_path(manifest.version)} was "
                 f"written by the {manifest.backend!r} backend; this query runs backend={wanted}. A checkpoint "
                 f"keeps the backend it was created with: set spark.sql.streaming.stateStore.sparkstate.backend="
                 f"{manifest.backend}, or start from a new checkpoint")
+
+    def _check_key_groups(self, version: int, sample: int = 64) -> None:
+        """Every key carries its key group, which routes it to one partition: a few keys of a restored
+        version that route elsewhere mean another partition's state sits here. Reads the first `sample`
+        keys only (the write path checks every key; `sparkstate verify` checks every file)."""
+        n, p = self.spec.num_partitions, self.spec.partition_id
+        if not self.spec.key_groups_route or n <= 0:
+            return
+        for key in self._live().sample_keys(sample):
+            owner = partition_of(key_group(key), n)
+            if owner != p:
+                self._close_backend()
+                self._state = State.CLOSED
+                raise WrongStoreError(
+                    f"version {version} at {self._file_manager.root} holds keys of partition {owner} of {n}, "
+                    f"not of partition {p}: another partition's state files were moved here. Put them back "
+                    "(`sparkstate verify` lists misplaced stores) or restore the checkpoint from a backup")
 
     def _rewound(self, version: int) -> bool:
         """Ask the live backend to go back to `version` in memory (retry of a batch, after an abort)."""

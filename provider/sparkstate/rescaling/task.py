@@ -138,7 +138,7 @@ def _new_target(plan: Plan, store: StorePlan, part: int, root: str, staging_io: 
     fm = StagingFileManager(location, open_fileio(location, spec.settings, spec.hadoop_s3a),
                             staged_manifest_path(plan, store, part), staging_io, spec.settings.io_threads)
     ctx = BackendContext(settings=spec.settings, layout=layout, file_manager=fm,
-                         instance_id=spec.instance_id, query_run_id=spec.query_run_id)
+                         instance_id=spec.instance_id, query_run_id=spec.query_run_id, store=spec.identity())
     return new_target(plan.backend, ctx, layout)
 
 

@@ -131,6 +131,10 @@ class HeapBackend(Backend):
     def num_keys(self) -> int:
         return 0 if self._closed else len(self._map)
 
+    def sample_keys(self, limit: int) -> list[bytes]:
+        self._check_open()
+        return self._map.sample_keys(limit)
+
     def memory_used_bytes(self) -> int:
         return 0 if self._closed else self._map.memory_used_bytes()
 

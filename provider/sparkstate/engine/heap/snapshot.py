@@ -66,7 +66,9 @@ def publish_version(ctx: BackendContext, res: DeltaResources) -> tuple[SnapshotO
     delta_ms = _ms(time.perf_counter() - t0)
     manifest = Manifest(version=res.version, backend="heap", num_keys=res.num_keys,
                         writer_instance_id=ctx.instance_id, query_run_id=ctx.query_run_id,
-                        created_ms=int(time.time() * 1000), shared_files=chain.refs)
+                        created_ms=int(time.time() * 1000), shared_files=chain.refs, store=ctx.store,
+                        # a later commit may adopt a background full snapshot of any version after the base
+                        adoptable_from=chain.full_version + 1)
     ctx.file_manager.publish_manifest(manifest)
     new = len(chain.refs) - len(res.base.refs)
     outcome = SnapshotOutcome(manifest=manifest, files_uploaded=new, files_reused=len(res.base.refs),

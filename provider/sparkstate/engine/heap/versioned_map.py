@@ -24,6 +24,7 @@ before-image has not been recorded yet.
 """
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 from typing import Callable, Iterator, Mapping, Sequence
@@ -108,6 +109,11 @@ class VersionedMap:
     # ---- live data (task thread) -----------------------------------------------------------------
     def __len__(self) -> int:
         return len(self._live)
+
+    def sample_keys(self, limit: int) -> list[bytes]:
+        """The first `limit` live keys in the table's own order (no copy of the rest)."""
+        with self._lock:
+            return list(itertools.islice(self._live.keys(), limit))
 
     def apply(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         put, remove, index = self._live.put, self._live.remove, self._index

@@ -87,6 +87,11 @@ final class KeyCodec {
     return CollectionConverters.asScala(list).toSeq();
   }
 
+  /** True when every stored key's group routes it to this partition (the write path checks it). */
+  boolean keyGroupsRoute() {
+    return checkRouting;
+  }
+
   /** The key group of a full key row, or of a prefix row (the hash reads only the leading columns). */
   private int keyGroup(UnsafeRow row) {
     return hash == null ? 0 : hash.apply(row).getInt(0);

@@ -57,6 +57,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
   private Configuration hadoopConf;
   private String queryRunId;
   private int numPartitions;
+  private boolean keyGroupsRoute;
   private ShimSettings settings;
   private String specJson;
 
@@ -123,10 +124,11 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
     this.queryRunId = readRunId(hadoopConf);
     this.numPartitions = readNumPartitions(hadoopConf);
     this.settings = ShimSettings.from(storeConf);
-    this.specJson = Json.write(spec(UUID.randomUUID().toString()));
     // Built and dropped: a key schema the codec cannot route fails here, at init, not at the first load.
     // Each store gets its own codec (its projections hold mutable rows and are not shared).
-    new KeyCodec(keySchema, valueSchema, numColsPrefixKey, id.storeName(), numPartitions, id.partitionId());
+    this.keyGroupsRoute = new KeyCodec(keySchema, valueSchema, numColsPrefixKey, id.storeName(), numPartitions,
+        id.partitionId()).keyGroupsRoute();
+    this.specJson = Json.write(spec(UUID.randomUUID().toString()));
   }
 
   private static String readRunId(Configuration conf) {
@@ -165,6 +167,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
     spec.put("valueSchema", valueSchema.json());
     spec.put("numColsPrefixKey", numColsPrefixKey);
     spec.put("numPartitions", numPartitions);
+    spec.put("keyGroupsRoute", keyGroupsRoute);
     spec.put("minVersionsToRetain", storeConf.minVersionsToRetain());
     ObjectNode conf = spec.putObject("settings");
     for (Map.Entry<String, String> e : settings.all.entrySet()) {
