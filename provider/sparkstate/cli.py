@@ -8,8 +8,9 @@
   sparkstate rescale --checkpoint PATH --partitions N [--master M] [--conf K=V ...]
                              change the number of state partitions of a stopped query (key groups)
   sparkstate gc --checkpoint PATH [--state-location URI] [--dry-run] [--grace-seconds S] [--conf K=V ...]
-                             delete checkpoint files no manifest references (left by crashed commits);
-                             safe while the query runs. --conf takes sparkstate settings (s3.endpoint=...)
+                             delete checkpoint files no manifest references (left by crashed commits),
+                             stray manifests beyond the commit log, and partitions a rescale left behind
+                             once no retained batch needs them; safe while the query runs. --conf takes sparkstate settings (s3.endpoint=...)
                              and spark.hadoop.fs.s3a.* / fs.s3a.* keys; otherwise boto3's credential chain.
 """
 from __future__ import annotations
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 def _gc(argv: list[str]) -> int:
     from .checkpoint.gc import DEFAULT_GRACE_S, collect_garbage, format_report
     from .checkpoint.location import open_fileio, state_root
+    from .checkpoint.spark_logs import SparkLogs
     from .config import PREFIX, Settings
     from .errors import SparkstateError
 
@@ -82,7 +84,8 @@ def _gc(argv: list[str]) -> int:
         settings = Settings.parse(settings_raw)
         root = state_root(args.checkpoint, args.state_location or settings.state_location)
         io = open_fileio(root, settings, s3a)
-        report = collect_garbage(root, io, dry_run=args.dry_run, grace_s=args.grace_seconds)
+        logs = SparkLogs(open_fileio(args.checkpoint, settings, s3a), args.checkpoint)
+        report = collect_garbage(root, io, dry_run=args.dry_run, grace_s=args.grace_seconds, spark_logs=logs)
     except SparkstateError as e:
         print(f"sparkstate gc: {e}", file=sys.stderr)
         return 1

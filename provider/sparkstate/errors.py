@@ -35,6 +35,11 @@ class WrongStoreError(CheckpointError):
     wrong operator, partition or query)."""
 
 
+class SparkCheckpointError(CheckpointError):
+    """One of Spark's own checkpoint files (offset or commit log, operator metadata, state schema) is
+    missing, unreadable, or in a format sparkstate does not read."""
+
+
 class StorageError(CheckpointError):
     """The storage system (e.g. S3) failed an operation after retries; the message names the operation
     and the object, never credentials."""

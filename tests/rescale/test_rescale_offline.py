@@ -10,10 +10,11 @@ from math import gcd
 
 import pytest
 
+from sparkstate.checkpoint.spark_logs import SparkLogs, is_single_partition_key, parse_state_schema
+from sparkstate.errors import SparkCheckpointError
 from sparkstate.rescaling import RescaleError, build_plan
 from sparkstate.rescaling.plan import Plan
 from sparkstate.rescaling.runner import _Lock, _publish, _remove_staging
-from sparkstate.rescaling.spark_logs import SparkLogs, is_single_partition_key, parse_state_schema
 from sparkstate.rescaling.task import rescale_partition, rescale_partitions
 from sparkstate.rescaling.verify import verify_join_state, verify_routing
 from sparkstate.storage import fileio_for
@@ -178,7 +179,7 @@ def test_refusals_change_nothing(tmp_path):
     commit = os.path.join(ck.path, "commits", "0")
     with open(commit, "w") as f:
         f.write('v2\n{"nextBatchWatermarkMs":0,"stateUniqueIds":{}}')
-    with pytest.raises(RescaleError, match="checkpoint format v2"):
+    with pytest.raises(SparkCheckpointError, match="checkpoint format v2"):
         build_plan(ck.path, 7, ck.settings_conf)
     with open(commit, "wb") as f:
         f.write(before["commits/0"])

@@ -40,8 +40,8 @@ from test_operators import (
 )
 
 import sparkstate
+from sparkstate.checkpoint.spark_logs import SparkLogs
 from sparkstate.rescaling import RescaleError, build_plan
-from sparkstate.rescaling.spark_logs import SparkLogs
 from sparkstate.rescaling.verify import verify_join_state, verify_routing
 from sparkstate.storage import fileio_for
 from tests.storage.instrumented import InjectedFault, instrument_local_storage

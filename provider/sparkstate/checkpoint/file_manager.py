@@ -112,6 +112,7 @@ class CheckpointFileManager:
         self._lock = threading.Lock()
         # version -> (header crc, raw length, parsed); guarded by _lock
         self._cache: dict[int, tuple[int, int, Manifest]] = {}
+        self._reported_beyond: list[int] = []  # last manifests beyond the head that cleanup warned of
 
     # ---- names ----------------------------------------------------------------------------------
     def manifest_path(self, version: int) -> str:
@@ -325,12 +326,22 @@ class CheckpointFileManager:
         return {ref.local: p for ref, p in zip(refs, paths)}
 
     # ---- retention ------------------------------------------------------------------------------
-    def cleanup(self, min_versions_to_retain: int) -> CleanupResult:
-        """Keep the newest `min_versions_to_retain` versions; delete older manifests, then the files only
-        they referenced. Safe to run while this or another instance commits (see invariants)."""
+    def cleanup(self, min_versions_to_retain: int, head: int | None = None) -> CleanupResult:
+        """Keep the newest `min_versions_to_retain` versions up to `head` (the version the caller last
+        loaded or committed; None: the newest listed); delete older manifests, then the files only they
+        referenced. Manifests beyond `head` are kept, and neither counted nor read: a newer writer's, or
+        strays (`sparkstate gc` collects those); one of them cannot stop retention. Safe to run while
+        this or another instance commits (see invariants)."""
         keep_n = max(1, min_versions_to_retain)
         names = self.fileio.list(self.manifests_dir)
-        versions = sorted(int(m.group(1)) for n in names if (m := _MANIFEST_RE.match(n)))
+        listed = sorted(int(m.group(1)) for n in names if (m := _MANIFEST_RE.match(n)))
+        versions = [v for v in listed if head is None or v <= head]
+        beyond = [v for v in listed if head is not None and v > head]
+        if beyond and beyond != self._reported_beyond:
+            self._reported_beyond = beyond
+            log.warning("%s: manifests of versions %s are beyond the version this store works on (%d): "
+                        "retention ignores them (a newer writer's, or strays: `sparkstate verify` reports "
+                        "them, `sparkstate gc` collects strays)", self.manifests_dir, _ranges(beyond), head)
         if not versions:
             return CleanupResult()
         retained = versions[-keep_n:]
@@ -352,7 +363,7 @@ class CheckpointFileManager:
                 log.warning("cleanup: skipping unreadable superseded record %s: %s", path, e)
 
         referenced: set[str] = set()
-        for v in retained:
+        for v in retained + beyond:
             path = self.manifest_path(v)
             try:
                 raw = self.fileio.read_bytes(path)  # fresh: a retry may have replaced it since we cached it
@@ -361,8 +372,11 @@ class CheckpointFileManager:
             try:
                 referenced |= self._parse_cached(v, raw, path).remote_names()
             except CorruptCheckpointError as e:
+                if v in beyond:
+                    continue  # a damaged stray: nothing can load it, its files are of no version we keep
                 # We cannot tell what it references; deleting anything could break it.
-                raise CheckpointError(f"cleanup stopped, retained manifest unreadable: {e}") from e
+                raise CheckpointError(f"cleanup stopped, retained manifest unreadable: {e}; run `sparkstate "
+                                      "verify` on the checkpoint") from e
 
         # Manifests first: a version must vanish before any of its files do.
         self.fileio.delete_many([self.manifest_path(v) for v in doomed] +
@@ -449,6 +463,20 @@ class NewFile:
             _remove_local(self._staged)
         else:
             self._fm.fileio.delete_many([self._target])
+
+
+def _ranges(versions: list[int]) -> str:
+    """`[3, 4, 5, 9]` as `3-5, 9` (ascending input)."""
+    out: list[str] = []
+    start = prev = versions[0]
+    for v in versions[1:] + [None]:  # type: ignore[list-item]
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if v is not None:
+            start = prev = v
+    return ", ".join(out)
 
 
 def _named(error: OSError, path: str) -> OSError:

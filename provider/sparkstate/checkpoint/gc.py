@@ -1,23 +1,34 @@
-"""Orphan collection: delete checkpoint files that no manifest references, left by crashed or losing
-commit attempts (retention never lists `files/`, so it cannot see them).
+"""Orphan collection (`sparkstate gc`): what retention never deletes, collected offline.
 
-A file under `<store>/sparkstate/files/` is an orphan when
-  1. no manifest of the store (`N.manifest`, or a legacy `N.superseded-*` record) references it, and
-  2. it is older than the store's newest manifest, and
-  3. it is older than `grace_s` (default 1 hour).
+Retention deletes only the files of the manifests it drops, so three kinds of leftovers need this tool:
 
-Why it is safe while the query runs: a commit uploads its files first and writes the manifest last.
-Files of an in-flight commit are newer than every manifest that existed when it started (2), and the
-grace period (3) also covers clock skew and a commit slower than that. Manifests are read before
-`files/` is listed, so a file published after the manifest scan is too young to be a candidate.
-Retention and gc may delete the same file; deletes of missing files are ignored.
+- **Orphan files**: files under `<store>/sparkstate/files/` that no manifest lists, left by crashed or
+  losing commit attempts. A file is an orphan when all of these hold:
+    1. no manifest of the store (`N.manifest`, or a legacy `N.superseded-*` record) lists it;
+    2. no manifest may still adopt it (`Manifest.may_adopt`): a commit after version v may name a heap
+       full snapshot of a version in [adoptableFrom, v] that finished in the background, however long the
+       stream then stays idle;
+    3. it is older than the store's newest manifest, and older than `grace_s` (default 1 hour): the files
+       of a commit in flight are newer than every manifest that existed when it started, and the grace
+       period also covers clock skew and a commit slower than that.
+  Manifests are read before `files/` is listed, so a file published after the manifest scan is too young.
+- **Stray manifests**: with the query's checkpoint (`spark_logs`), manifests of versions beyond what the
+  query can have committed or be committing (the newest commit log batch + 2) that are older than the
+  grace period, e.g. left behind by a roll-back. Retention ignores them; this deletes them.
+- **Abandoned partitions**: stores of partitions at or above the query's partition count (the newest
+  offset log entry), left by a rescale to fewer partitions, once every version they hold is older than
+  every version the remaining partitions retain (no retained batch can need them any more).
 
-Store discovery: a recursive listing of the state root (`<checkpoint>/state`, or `stateLocation`),
-done once per gc run - gc is an operator's tool, never on the commit path.
+Retention and gc may delete the same file; deletes of missing files are ignored. Store discovery is a
+recursive listing of the state root (`<checkpoint>/state`, or the query's directory under
+`stateLocation`), done once per run: gc is an operator's tool, never on the commit path.
 """
 from __future__ import annotations
 
 import logging
+import os
+import re
+import shutil
 import time
 from dataclasses import dataclass, field
 
@@ -25,11 +36,13 @@ from ..errors import CheckpointError, CorruptCheckpointError
 from ..storage import FileIO, fileio_for
 from .file_manager import _MANIFEST_RE, _SUPERSEDED_RE, CheckpointFileManager
 from .manifest import Manifest
+from .spark_logs import SparkLogs
 
 log = logging.getLogger(__name__)
 
 DEFAULT_GRACE_S = 3600.0
 _MARK = "sparkstate/"
+_STORE_RE = re.compile(r"^(\d+)/(\d+)(?:/(.+))?$")  # <op>/<part>[/<storeName>] below the state root
 
 
 @dataclass
@@ -40,6 +53,9 @@ class StoreGc:
     orphans: list[str] = field(default_factory=list)   # remote names
     orphan_bytes: int = 0
     young_unreferenced: int = 0     # unreferenced but inside the grace period / newer than the newest manifest
+    adoptable: int = 0              # unreferenced, but a commit after a kept version may still name them
+    stray_manifests: list[int] = field(default_factory=list)  # versions beyond what the query committed
+    abandoned: bool = False         # a partition a rescale left behind, deleted whole
     skipped: str | None = None      # why nothing was deleted
 
 
@@ -47,6 +63,7 @@ class StoreGc:
 class GcReport:
     stores: list[StoreGc] = field(default_factory=list)
     deleted: bool = False
+    notes: list[str] = field(default_factory=list)
 
     @property
     def orphans(self) -> int:
@@ -57,69 +74,167 @@ class GcReport:
         return sum(s.orphan_bytes for s in self.stores)
 
 
+@dataclass(frozen=True)
+class _QueryState:
+    """What Spark's logs say: the newest committed batch and the current state partition count."""
+
+    last_batch: int | None
+    num_partitions: int | None
+
+
 def collect_garbage(root: str, fileio: FileIO | None = None, *, dry_run: bool = False,
-                    grace_s: float = DEFAULT_GRACE_S, now: float | None = None) -> GcReport:
-    """Find (and unless `dry_run`, delete) orphans of every store under `root`."""
+                    grace_s: float = DEFAULT_GRACE_S, now: float | None = None,
+                    spark_logs: SparkLogs | None = None) -> GcReport:
+    """Find (and unless `dry_run`, delete) the leftovers of every store under the state root `root`;
+    stray manifests and abandoned partitions only with the query's `spark_logs`."""
     io = fileio if fileio is not None else fileio_for(root)
     now = time.time() if now is None else now
     stores = sorted({info.name[: info.name.index(_MARK)].rstrip("/")
                      for info in io.list_info(root, recursive=True) if _MARK in info.name})
     report = GcReport(deleted=not dry_run)
+    query = _query_state(spark_logs, report)
+    by_store: dict[str, tuple[StoreGc, dict[int, Manifest]]] = {}
     for rel in stores:
         location = io.join(root, rel) if rel else root
-        report.stores.append(_collect_store(location, io, dry_run, grace_s, now))
+        result, manifests = _collect_store(location, io, dry_run, grace_s, now, query)
+        report.stores.append(result)
+        by_store[rel] = (result, manifests)
+    if query.num_partitions is not None:
+        _collect_abandoned(by_store, query.num_partitions, io, dry_run, root)
     return report
 
 
-def _collect_store(location: str, io: FileIO, dry_run: bool, grace_s: float, now: float) -> StoreGc:
+def _query_state(logs: SparkLogs | None, report: GcReport) -> _QueryState:
+    if logs is None:
+        return _QueryState(None, None)
+    try:
+        commits = logs.commit_batches()
+        offsets = logs.offset_batches()
+        partitions = logs.read_offset(offsets[-1]).shuffle_partitions if offsets else None
+    except (CheckpointError, OSError) as e:
+        report.notes.append(f"Spark's logs unreadable ({e}): stray manifests and abandoned partitions not collected")
+        return _QueryState(None, None)
+    return _QueryState(commits[-1] if commits else None, partitions)
+
+
+def _collect_store(location: str, io: FileIO, dry_run: bool, grace_s: float, now: float,
+                   query: _QueryState) -> tuple[StoreGc, dict[int, Manifest]]:
     fm = CheckpointFileManager(location, io)
     result = StoreGc(store=location)
     # 1. manifests first (see module doc)
     infos = io.list_info(fm.manifests_dir)
     manifest_infos = [i for i in infos if _MANIFEST_RE.match(i.name) or _SUPERSEDED_RE.match(i.name)]
-    result.versions = sum(1 for i in manifest_infos if _MANIFEST_RE.match(i.name))
     if not manifest_infos:
         result.skipped = "no manifest: nothing is known to be committed, nothing is deleted"
-        return result
+        return result, {}
+    newest = max(i.mtime for i in manifest_infos)
+    # A query whose newest committed batch is B has committed versions up to B+1 and may be writing B+2.
+    limit = query.last_batch + 2 if query.last_batch is not None else None
     referenced: set[str] = set()
+    manifests: dict[int, Manifest] = {}
     for info in manifest_infos:
         path = io.join(fm.manifests_dir, info.name)
+        m = _MANIFEST_RE.match(info.name)
+        version = int(m.group(1)) if m else None
+        if version is not None and limit is not None and version > limit and now - info.mtime > grace_s:
+            result.stray_manifests.append(version)
+            continue
         try:
-            referenced |= Manifest.from_bytes(io.read_bytes(path), path).remote_names()
+            manifest = Manifest.from_bytes(io.read_bytes(path), path)
         except FileNotFoundError:
             continue  # removed by retention meanwhile: its files are being removed too
         except CorruptCheckpointError as e:
             result.skipped = f"unreadable manifest, cannot tell what it references: {e}"
-            return result
-    newest = max(i.mtime for i in manifest_infos)
+            return result, {}
+        referenced |= manifest.remote_names()
+        if version is not None:
+            manifests[version] = manifest
+    result.versions = len(manifests)
+    result.stray_manifests.sort()
     # 2. then the files
     files = io.list_info(fm.files_dir)
     result.files = len(files)
     for info in files:
         if info.name in referenced:
             continue
-        if info.mtime < newest and now - info.mtime > grace_s:
+        if any(m.may_adopt(info.name) for m in manifests.values()):
+            result.adoptable += 1
+        elif info.mtime < newest and now - info.mtime > grace_s:
             result.orphans.append(info.name)
             result.orphan_bytes += info.size
         else:
             result.young_unreferenced += 1
-    if result.orphans and not dry_run:
+    if not dry_run:
+        # Stray manifests before the files only they listed (those are orphans of the next run).
+        io.delete_many(fm.manifest_path(v) for v in result.stray_manifests)
         io.delete_many(fm.file_path(n) for n in result.orphans)
-    return result
+    return result, manifests
+
+
+def _collect_abandoned(by_store: dict[str, tuple[StoreGc, dict[int, Manifest]]], num_partitions: int,
+                       io: FileIO, dry_run: bool, root: str) -> None:
+    """Delete whole stores of partitions >= `num_partitions` once the remaining partitions of the same
+    operator and store name retain no version as old as any of theirs."""
+    groups: dict[tuple[str, str | None], dict[int, str]] = {}
+    for rel in by_store:
+        m = _STORE_RE.match(rel)
+        if m:
+            groups.setdefault((m.group(1), m.group(3)), {})[int(m.group(2))] = rel
+    for parts in groups.values():
+        live = [by_store[rel] for p, rel in parts.items() if p < num_partitions]
+        unknown = any(r.skipped for r, _ in live)  # a partition whose retained versions cannot be read
+        oldest_live = None if unknown else min((min(ms) for _, ms in live if ms), default=None)
+        for p, rel in parts.items():
+            result, manifests = by_store[rel]
+            if p < num_partitions or result.skipped:
+                continue
+            if oldest_live is None or (manifests and max(manifests) >= oldest_live):
+                result.skipped = (f"partition {p} is beyond the query's {num_partitions} partitions, but retained "
+                                  "versions of the other partitions are as old as its own: kept for a roll-back")
+                continue
+            result.abandoned = True
+            if not dry_run:
+                _delete_store(io, result.store)
+
+
+def _delete_store(io: FileIO, location: str) -> None:
+    tree = io.join(location, "sparkstate")
+    infos = io.list_info(tree, recursive=True)
+    manifests = [i for i in infos if i.name.startswith("manifests/")]
+    io.delete_many(io.join(tree, i.name) for i in manifests)  # versions vanish before their files
+    io.delete_many(io.join(tree, i.name) for i in infos if i not in manifests)
+    local = io.local_path(tree)
+    if local is not None:
+        shutil.rmtree(local, ignore_errors=True)
+        try:
+            os.removedirs(os.path.dirname(local))  # the partition's directory, if nothing else is left in it
+        except OSError:
+            pass
 
 
 def format_report(report: GcReport) -> str:
     verb = "deleted" if report.deleted else "would delete (dry run)"
     lines = []
     for s in report.stores:
+        if s.abandoned:
+            lines.append(f"{s.store}: partition left by a rescale, no retained batch needs it: {verb} whole "
+                         f"({s.versions} versions, {s.files} files)")
+            continue
         line = (f"{s.store}: {s.versions} versions, {s.files} files, {verb} {len(s.orphans)} orphans "
                 f"({s.orphan_bytes} bytes)")
+        if s.stray_manifests:
+            line += f", {verb} {len(s.stray_manifests)} stray manifests (versions {s.stray_manifests[:5]})"
         if s.young_unreferenced:
             line += f", {s.young_unreferenced} unreferenced but too young (kept)"
+        if s.adoptable:
+            line += f", {s.adoptable} background snapshots a next commit may use (kept)"
         if s.skipped:
             line += f"; skipped: {s.skipped}"
         lines.append(line)
-    lines.append(f"total: {len(report.stores)} stores, {verb} {report.orphans} orphans ({report.orphan_bytes} bytes)")
+    lines.extend(report.notes)
+    abandoned = sum(1 for s in report.stores if s.abandoned)
+    lines.append(f"total: {len(report.stores)} stores, {verb} {report.orphans} orphans ({report.orphan_bytes} bytes)"
+                 + (f" and {abandoned} abandoned partition stores" if abandoned else ""))
     return "\n".join(lines)
 
 

@@ -24,9 +24,9 @@ Body fields:
                       CURRENT, OPTIONS-*, *.log, rocksdict-config.json) embedded as base64
     store             optional {"queryKey", "operatorId", "partitionId", "storeName"}: the store the
                       version belongs to; a load of another store refuses it
-    adoptableFrom     optional int: a commit after this version may name files not yet in any manifest
-                      whose name starts with a version >= this (the heap backend's background full
-                      snapshots); absent means 0. Orphan collection keeps such files (checkpoint/gc.py)
+    adoptableFrom     optional int a: a commit after this version v may name a file that no manifest lists
+                      yet, finished earlier, whose name starts with a version n, a <= n <= v (the heap
+                      backend's background full snapshots); absent: none. `sparkstate gc` keeps such files
 
 Embedding the private files keeps a version to one small object write plus its new SSTs, and makes the
 manifest the single thing that must be written last.
@@ -96,7 +96,7 @@ class Manifest:
     shared_files: tuple[SharedFileRef, ...] = ()
     private_files: tuple[PrivateFile, ...] = ()
     store: StoreIdentity | None = None
-    adoptable_from: int = 0
+    adoptable_from: int | None = None
     format_version: int = field(default=FORMAT_VERSION)
 
     @property
@@ -106,6 +106,11 @@ class Manifest:
 
     def remote_names(self) -> frozenset[str]:
         return frozenset(f.remote for f in self.shared_files)
+
+    def may_adopt(self, remote: str) -> bool:
+        """Whether a commit after this version may still name `remote`, a file no manifest lists yet."""
+        n = remote_version(remote)
+        return self.adoptable_from is not None and n is not None and self.adoptable_from <= n <= self.version
 
     # ---- encoding -------------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
@@ -127,8 +132,9 @@ class Manifest:
             "privateFiles": [{"name": p.name, "size": p.size, "crc32": p.crc32,
                               "data": base64.b64encode(p.data).decode("ascii")}
                              for p in self.private_files],
-            "adoptableFrom": self.adoptable_from,
         }
+        if self.adoptable_from is not None:
+            body["adoptableFrom"] = self.adoptable_from
         if self.store is not None:
             body["store"] = {"queryKey": self.store.query_key, "operatorId": self.store.operator_id,
                              "partitionId": self.store.partition_id, "storeName": self.store.store_name}
@@ -157,11 +163,18 @@ class Manifest:
             return cls(version=int(doc["version"]), backend=str(doc["backend"]), num_keys=int(doc["numKeys"]),
                        writer_instance_id=str(doc["writerInstanceId"]), query_run_id=str(doc["queryRunId"]),
                        created_ms=int(doc["createdMs"]), shared_files=shared, private_files=tuple(private),
-                       store=store, adoptable_from=int(doc.get("adoptableFrom", 0)))
+                       store=store,
+                       adoptable_from=int(doc["adoptableFrom"]) if doc.get("adoptableFrom") is not None else None)
         except CorruptCheckpointError:
             raise
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptCheckpointError(f"manifest {source} has a malformed body: {e!r}") from None
+
+
+def remote_version(remote: str) -> int | None:
+    """The version a remote file name starts with (`<version>-<attempt>-<local name>`)."""
+    head, sep, _ = remote.partition("-")
+    return int(head) if sep and head.isdigit() else None
 
 
 def check_header(raw: bytes, source: str) -> bytes:

@@ -128,6 +128,7 @@ class Store:
         self._state = State.CLOSED          # guarded by _lock
         self._backend: Backend | None = None
         self._version: int | None = None    # committed version the backend started from / last committed
+        self._head: int | None = None       # the last version loaded or committed (kept when released)
         self._dirty = False                 # backend holds writes not in any committed version
         self._custom: dict[str, int] = {name: 0 for name in CUSTOM_METRICS}
 
@@ -172,6 +173,7 @@ class Store:
                 if restored:
                     self._check_key_groups(version)
             self._version, self._dirty, self._state = version, False, State.LOADED
+            self._head = version
             load_ms = _ms_since(t0)
             self._custom["sparkstateLoadMs"] = load_ms
             # 1 when this load read a committed version back from the checkpoint (a new or moved store,
@@ -262,6 +264,7 @@ class Store:
             })
             self._custom.update({k: v for k, v in outcome.custom.items() if k in self._custom})
             self._version, self._dirty, self._state = new_version, False, State.COMMITTED
+            self._head = new_version
             return CommitResult(version=new_version, metrics=dict(self._custom))
 
     def abort(self) -> None:
@@ -335,8 +338,11 @@ class Store:
                 self._backend.maintenance_snapshot()
 
     def maintenance_cleanup(self) -> None:
-        """Apply retention to the checkpoint; remote-only, so it runs without the store lock."""
-        self._file_manager.cleanup(self.spec.min_versions_to_retain)
+        """Apply retention to the checkpoint, counting back from the version this store works on (nothing
+        before the first load); remote-only, so it runs without the store lock."""
+        head = self._head
+        if head is not None:
+            self._file_manager.cleanup(self.spec.min_versions_to_retain, head)
 
 
 def _ms_since(t0: float) -> int:

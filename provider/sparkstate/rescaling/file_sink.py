@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 
+from ..checkpoint.spark_logs import SparkLogs
 from ..errors import RescaleError
 from ..storage import FileIO, fileio_for, join_path
-from .spark_logs import SparkLogs
 
 METADATA_DIR = "_spark_metadata"
 VERSION_LINE = b"v1"

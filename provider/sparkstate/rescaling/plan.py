@@ -13,17 +13,17 @@ from math import gcd
 from typing import Any
 
 from ..checkpoint.location import open_file_manager, spark_store_location
-from ..config import PREFIX, PROVIDER_CLASS, Settings
-from ..errors import CheckpointError, RescaleError
-from ..storage import FileIO, fileio_for, join_path
-from ..storage.local import local_path_or_none
-from .spark_logs import (
+from ..checkpoint.spark_logs import (
     PROVIDER_CLASS_CONF,
     SparkLogs,
     is_single_partition_key,
     parse_state_schema,
     read_operator_metadata,
 )
+from ..config import PREFIX, PROVIDER_CLASS, Settings
+from ..errors import CheckpointError, RescaleError
+from ..storage import FileIO, fileio_for, join_path
+from ..storage.local import local_path_or_none
 
 # operatorName in v1 operator metadata -> stateful operators sparkstate serves (contract §8).
 SUPPORTED_OPERATORS = {

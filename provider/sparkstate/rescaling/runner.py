@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 from ..checkpoint import CheckpointFileManager
 from ..checkpoint.location import open_file_manager
+from ..checkpoint.spark_logs import SparkLogs, rewrite_operator_partitions
 from ..config import PREFIX
 from ..engine import StoreSpec
 from ..errors import CheckpointError, RescaleError
@@ -44,7 +45,6 @@ from .file_sink import (
     record_empty_batch,
 )
 from .plan import STAGING_DIR, Plan, build_plan, normalize_checkpoint, store_spec_doc
-from .spark_logs import SparkLogs, rewrite_operator_partitions
 from .task import done_marker_path, staged_manifest_path
 
 ProgressFn = Callable[["Progress"], None]

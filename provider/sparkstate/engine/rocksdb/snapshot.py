@@ -72,8 +72,7 @@ def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources,
     manifest = Manifest(version=res.version, backend="rocksdb", num_keys=res.num_keys,
                         writer_instance_id=ctx.instance_id, query_run_id=ctx.query_run_id,
                         created_ms=int(time.time() * 1000), shared_files=shared,
-                        private_files=tuple(private), store=ctx.store,
-                        adoptable_from=res.version + 1)  # a commit names only its own new files
+                        private_files=tuple(private), store=ctx.store)
     fm.publish_manifest(manifest)
     fm.add_to_cache(ctx.layout.cache_dir, res.ckpt_dir, uploaded.refs)
     outcome = SnapshotOutcome(manifest=manifest, files_uploaded=len(uploaded.refs),

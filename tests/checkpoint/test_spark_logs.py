@@ -1,4 +1,4 @@
-from sparkstate.rescaling.spark_logs import read_operator_metadata, rewrite_operator_partitions
+from sparkstate.checkpoint.spark_logs import read_operator_metadata, rewrite_operator_partitions
 from sparkstate.storage import fileio_for
 
 METADATA = ('v1\n{"operatorInfo":{"operatorId":0,"operatorName":"symmetricHashJoin"},"stateStoreInfo":['

@@ -1,4 +1,5 @@
-"""Spark's own checkpoint files that a rescale reads and writes (format of PySpark 4.3.0).
+"""Spark's own checkpoint files that sparkstate's tools read and write (format of PySpark 4.3.0): a
+rescale, `sparkstate verify` and `sparkstate gc`.
 
 - Offset log `<ckpt>/offsets/<batch>`: `v1` line, one `OffsetSeqMetadata` JSON line (its `conf` pins
   `spark.sql.shuffle.partitions`, the state partition count), then one line per source offset.
@@ -22,7 +23,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import RescaleError
+from ..errors import SparkCheckpointError
 from ..storage import FileIO
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
@@ -84,17 +85,17 @@ class SparkLogs:
         try:
             raw = self.fileio.read_bytes(path).decode("utf-8")
         except FileNotFoundError:
-            raise RescaleError(f"offset log entry {path} is missing") from None
+            raise SparkCheckpointError(f"offset log entry {path} is missing") from None
         lines = raw.split("\n")
         if lines[0].strip() != "v1":
-            raise RescaleError(f"offset log entry {path} has format {lines[0].strip()!r}; sparkstate rescale "
-                               "supports offset log v1 only")
+            raise SparkCheckpointError(f"offset log entry {path} has format {lines[0].strip()!r}; sparkstate "
+                                       "reads offset log v1 only")
         if len(lines) < 2 or not lines[1].startswith("{"):
-            raise RescaleError(f"offset log entry {path} has no metadata line; cannot tell its partition count")
+            raise SparkCheckpointError(f"offset log entry {path} has no metadata line; cannot tell its partition count")
         try:
             meta = json.loads(lines[1])
         except ValueError as e:
-            raise RescaleError(f"offset log entry {path} has unreadable metadata: {e}") from None
+            raise SparkCheckpointError(f"offset log entry {path} has unreadable metadata: {e}") from None
         return OffsetEntry(batch, raw, meta)
 
     def read_commit(self, batch: int) -> str:
@@ -102,12 +103,12 @@ class SparkLogs:
         try:
             raw = self.fileio.read_bytes(path).decode("utf-8")
         except FileNotFoundError:
-            raise RescaleError(f"commit log entry {path} is missing") from None
+            raise SparkCheckpointError(f"commit log entry {path} is missing") from None
         header = raw.split("\n", 1)[0].strip()
         if header != "v1":
-            raise RescaleError(
+            raise SparkCheckpointError(
                 f"commit log entry {path} has format {header!r} (checkpoint format v2, per-store unique ids); "
-                "sparkstate supports checkpoint format v1 only, so this checkpoint cannot be rescaled")
+                "sparkstate supports checkpoint format v1 only")
         return raw
 
     def is_repartition_batch(self, batch: int) -> bool:
@@ -152,10 +153,10 @@ def read_operator_metadata(fileio: FileIO, path: str) -> OperatorMetadata:
     try:
         raw = fileio.read_bytes(path).decode("utf-8")
     except FileNotFoundError:
-        raise RescaleError(f"operator metadata {path} is missing") from None
+        raise SparkCheckpointError(f"operator metadata {path} is missing") from None
     header, _, body = raw.partition("\n")
     if header.strip() != "v1":
-        raise RescaleError(f"operator metadata {path} has version {header.strip()!r}; only v1 (all operators "
+        raise SparkCheckpointError(f"operator metadata {path} has version {header.strip()!r}; only v1 (all operators "
                            "sparkstate serves; v2 is transformWithState's) can be rescaled")
     doc = json.loads(body)
     info = doc["operatorInfo"]
@@ -185,10 +186,10 @@ def parse_state_schema(raw: bytes, source: str) -> tuple[dict, dict]:
     try:
         version = utf()
         if version != "v2":
-            raise RescaleError(f"state schema {source} has version {version!r}; expected v2")
+            raise SparkCheckpointError(f"state schema {source} has version {version!r}; expected v2")
         key, value = json.loads(chunks()), json.loads(chunks())
     except (struct.error, ValueError, UnicodeDecodeError) as e:
-        raise RescaleError(f"state schema {source} cannot be parsed: {e}") from None
+        raise SparkCheckpointError(f"state schema {source} cannot be parsed: {e}") from None
     return key, value
 
 
