@@ -1,6 +1,10 @@
 import os
+import signal
 import stat
+import subprocess
+import sys
 import tempfile
+import time
 
 import pytest
 
@@ -15,6 +19,8 @@ def tmp_root(tmp_path, monkeypatch):
     """tempfile.gettempdir() is tmp_path and the per-process choice of the default root is forgotten."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(local_layout, "_default_root", None)
+    for var in ("LOCAL_DIRS", "SPARK_EXECUTOR_DIRS", "SPARK_LOCAL_DIRS"):
+        monkeypatch.delenv(var, raising=False)
     return tmp_path
 
 
@@ -73,3 +79,72 @@ def test_a_local_dir_that_cannot_be_created_names_the_path_and_the_setting(tmp_p
     blocker.write_text("not a directory")
     with pytest.raises(LocalDiskError, match=f"{blocker}.*localDir="):
         Store(make_spec("file:" + str(tmp_path / "ckpt" / "state" / "0" / "1"), local_dir=str(blocker / "x")))
+
+
+def test_the_default_root_sits_in_the_cluster_managers_scratch_space(tmp_root, monkeypatch):
+    scratch = tmp_root / "yarn-appcache"
+    scratch.mkdir()
+    monkeypatch.setenv("LOCAL_DIRS", f"{tmp_root / 'missing'},{scratch}")
+    assert local_layout.default_local_root() == str(scratch / f"sparkstate-local-{os.getuid()}")
+
+
+_OWNER = """
+import sys, time
+from sparkstate.engine import Store
+sys.path.insert(0, {tests!r})
+from engine.conftest import kv, make_spec
+store = Store(make_spec({ckpt!r}, sys.argv[1]), {root!r})
+store.load(0)
+store.apply_batch([kv(i) for i in range(20)])
+store.commit()
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def _start_owner(instance: str, ckpt: str, root: str) -> subprocess.Popen:
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = _OWNER.format(tests=tests, ckpt=ckpt, root=root)
+    return subprocess.Popen([sys.executable, "-c", code, instance], stdout=subprocess.PIPE, text=True)
+
+
+def test_directories_of_killed_workers_are_reclaimed_at_the_next_start(tmp_path, monkeypatch):
+    root, ckpt = str(tmp_path / "local"), "file:" + str(tmp_path / "ckpt" / "state" / "0" / "1")
+    owners = [_start_owner(f"dead-{i}", ckpt, root) for i in range(10)] + [_start_owner("alive", ckpt, root)]
+    try:
+        for p in owners:
+            assert p.stdout.readline().strip() == "ready"
+        for p in owners[:10]:
+            p.send_signal(signal.SIGKILL)
+            p.wait(30)
+        assert len(os.listdir(root)) == 11
+        old_unowned = os.path.join(root, "left-by-an-old-release")
+        os.makedirs(os.path.join(old_unowned, "cache"))
+        an_hour_ago = time.time() - 3600
+        os.utime(old_unowned, (an_hour_ago, an_hour_ago))
+        os.makedirs(os.path.join(root, "being-created"))  # no lock yet, but too young to be anybody's leftover
+
+        monkeypatch.setattr(local_layout, "_reclaimed", set())  # this process starts afresh
+        store = Store(make_spec(ckpt, "next"), root)
+        try:
+            store.load(1)
+            assert sorted(os.listdir(root)) == ["alive", "being-created", "next"]
+        finally:
+            store.close()
+        assert sorted(os.listdir(root)) == ["alive", "being-created"]
+    finally:
+        for p in owners:
+            p.kill()
+            p.wait(30)
+
+
+def test_two_layouts_of_one_directory_in_one_process_share_its_lock(tmp_path):
+    a = local_layout.InstanceLayout(str(tmp_path / "inst"))
+    b = local_layout.InstanceLayout(str(tmp_path / "inst"))
+    a.ensure_private()
+    b.ensure_private()
+    a.release_owner_lock()
+    assert local_layout.reclaim_dead_instances(str(tmp_path)) == [], "b still holds it"
+    b.release_owner_lock()
+    local_layout._reclaimed.discard(str(tmp_path))
+    assert local_layout.reclaim_dead_instances(str(tmp_path)) == [str(tmp_path / "inst")]

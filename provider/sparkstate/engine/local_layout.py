@@ -1,5 +1,6 @@
 """The local working directory of one store instance: `<localRoot>/<instanceId>/`.
 
+    owner.lock            held (flock) by the process that owns the directory, for as long as it lives
     cache/<remote name>   verified immutable checkpoint files (filled and pruned by CheckpointFileManager)
     db-<n>/               live database; a restore always builds a fresh db-<n+1>, then drops older ones
     ckpt-<n>/             temporary database checkpoint of one commit
@@ -9,10 +10,18 @@ Numbers only grow (scanned at start), so a directory name is never reused while 
 hold it open, e.g. an old DB whose LOCK a leaked iterator keeps.
 
 State files are private to the user: an instance directory is 0700, and the default local root
-(`default_local_root`) is a directory of this user's that nobody else can enter.
+(`default_local_root`) is a directory of this user's that nobody else can enter. The default root sits
+in the directories the cluster manager gives the application when there are any (YARN's container
+`LOCAL_DIRS`, a standalone worker's `SPARK_EXECUTOR_DIRS`, `SPARK_LOCAL_DIRS` on Kubernetes), so they go
+with the application; else in the system's temporary directory.
+
+A killed executor or driver cannot delete its instance directories. The kernel drops its `owner.lock`
+locks when it dies, so the first store a process opens on a root reclaims every directory there whose
+lock it can take (`reclaim_dead_instances`): dead owners' copies never pile up across crashes.
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import re
@@ -20,26 +29,45 @@ import shutil
 import stat
 import tempfile
 import threading
+import time
 
 from ..errors import local_disk_error
 
 log = logging.getLogger(__name__)
 
 _NUMBERED = re.compile(r"^(db|ckpt)-(\d+)$")
+OWNER_LOCK = "owner.lock"
+# An instance directory without an owner lock is reclaimed only when older than this: its creator takes the
+# lock right after creating it, and directories of releases without locks are old.
+UNOWNED_GRACE_S = 600.0
+# Where cluster managers put an application's scratch space, in Spark's order (Utils.getConfiguredLocalDirs)
+_CLUSTER_LOCAL_DIRS = (("LOCAL_DIRS", ","), ("SPARK_EXECUTOR_DIRS", os.pathsep), ("SPARK_LOCAL_DIRS", ","))
 _default_root: str | None = None
 _default_root_lock = threading.Lock()
+_reclaimed: set[str] = set()
+_reclaimed_lock = threading.Lock()
 
 
 def default_local_root() -> str:
-    """`<tmp>/sparkstate-local-<uid>`, private to this user: made 0700, or, when it exists, used only if it
-    is a real directory owned by this user (its mode is then tightened to 0700). A path someone else
-    prepared (another owner, a symlink, a file) is never used: a fresh private directory replaces it, with a
-    warning. Decided once per process."""
+    """`<base>/sparkstate-local-<uid>`, private to this user, where `<base>` is the first scratch directory
+    the cluster manager gave the application (see the module doc) or the system's temporary directory.
+    Made 0700, or, when it exists, used only if it is a real directory owned by this user (its mode is then
+    tightened to 0700). A path someone else prepared (another owner, a symlink, a file) is never used: a
+    fresh private directory replaces it, with a warning. Decided once per process."""
     global _default_root
     with _default_root_lock:
         if _default_root is None:
-            _default_root = _private_dir(os.path.join(tempfile.gettempdir(), f"sparkstate-local-{os.getuid()}"))
+            base = _cluster_scratch_dir() or tempfile.gettempdir()
+            _default_root = _private_dir(os.path.join(base, f"sparkstate-local-{os.getuid()}"))
         return _default_root
+
+
+def _cluster_scratch_dir() -> str | None:
+    for var, sep in _CLUSTER_LOCAL_DIRS:
+        for entry in os.environ.get(var, "").split(sep):
+            if entry.strip() and os.path.isdir(entry.strip()):
+                return entry.strip()
+    return None
 
 
 def _private_dir(path: str) -> str:
@@ -61,6 +89,108 @@ def _private_dir(path: str) -> str:
     return fresh
 
 
+def reclaim_dead_instances(root: str) -> list[str]:
+    """Delete the instance directories under `root` whose owner is gone (their `owner.lock` is free), once
+    per process and root; returns what was deleted. Never blocks: a held lock is skipped at once."""
+    with _reclaimed_lock:
+        if root in _reclaimed:
+            return []
+        _reclaimed.add(root)
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        path = os.path.join(root, name)
+        try:
+            if _owner_is_gone(path):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+        except OSError as e:  # another reclaimer, or a file we cannot read: leave it
+            log.debug("not reclaiming %s: %r", path, e)
+    if removed:
+        log.info("sparkstate: removed %d local store directories of processes that are gone, under %s",
+                 len(removed), root)
+    return removed
+
+
+def _owner_is_gone(path: str) -> bool:
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return False
+    lock_path = os.path.join(path, OWNER_LOCK)
+    try:
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return time.time() - st.st_mtime > UNOWNED_GRACE_S
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a live owner
+        # Still the directory's lock (not one replaced meanwhile)? Then its owner is gone; holding the lock
+        # while deleting keeps a new owner from taking it over in between.
+        return os.fstat(fd).st_ino == os.stat(lock_path).st_ino
+    finally:
+        os.close(fd)
+
+
+# Owner locks this process holds: directory -> (fd, holders). flock locks belong to an open file, so two
+# layouts of one directory in one process (a store reopened by a replacement worker thread) share one.
+_held: dict[str, tuple[int, int]] = {}
+_held_lock = threading.Lock()
+OWNER_WAIT_S = 10.0  # a previous owner being killed (a replaced worker) lets go within this
+
+
+def _acquire(instance_dir: str, again: bool) -> None:
+    """Hold the directory's owner lock (one more holder, unless `again`: a holder checking it still has it)."""
+    with _held_lock:
+        held = _held.get(instance_dir)
+        if held is not None and _still_locked(held[0], instance_dir):
+            if not again:
+                _held[instance_dir] = (held[0], held[1] + 1)
+            return
+        holders = (held[1] if held is not None else 0) + (0 if again and held is not None else 1)
+        if held is not None:
+            os.close(held[0])  # the directory was removed and made again: lock its new file
+        fd = os.open(os.path.join(instance_dir, OWNER_LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        deadline = time.monotonic() + OWNER_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    _held.pop(instance_dir, None)
+                    raise OSError(f"{instance_dir} belongs to another live process (its {OWNER_LOCK} is held "
+                                  f"for over {OWNER_WAIT_S:.0f} s): a replaced worker that does not exit") from None
+                time.sleep(0.05)
+        _held[instance_dir] = (fd, holders)
+
+
+def _release(instance_dir: str) -> None:
+    with _held_lock:
+        held = _held.get(instance_dir)
+        if held is None:
+            return
+        if held[1] > 1:
+            _held[instance_dir] = (held[0], held[1] - 1)
+            return
+        del _held[instance_dir]
+        os.close(held[0])
+
+
+def _still_locked(fd: int, instance_dir: str) -> bool:
+    """Whether `fd` is still the lock file the directory holds (it was not deleted and made again)."""
+    try:
+        return os.fstat(fd).st_ino == os.stat(os.path.join(instance_dir, OWNER_LOCK)).st_ino
+    except FileNotFoundError:
+        return False
+
+
 def safe_name(text: str) -> str:
     """A file-system-safe version of an id."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", text) or "_"
@@ -73,6 +203,7 @@ class InstanceLayout:
         self.staging_dir = os.path.join(instance_dir, "staging")
         self._lock = threading.Lock()
         self._next = self._scan_max() + 1
+        self._owner = False  # this layout is one of the process's holders of the directory's owner lock
 
     def _scan_max(self) -> int:
         try:
@@ -82,13 +213,26 @@ class InstanceLayout:
         return max((int(m.group(2)) for n in names if (m := _NUMBERED.match(n))), default=0)
 
     def ensure_private(self) -> None:
-        """Create the instance directory, 0700: what is below it is reachable by this user only."""
+        """Create the instance directory, 0700 (what is below it is reachable by this user only), and hold
+        its owner lock (`reclaim_dead_instances` leaves it alone while this process lives)."""
         try:
             os.makedirs(self.instance_dir, mode=0o700, exist_ok=True)
             if stat.S_IMODE(os.stat(self.instance_dir).st_mode) != 0o700:
                 os.chmod(self.instance_dir, 0o700)
+            self._hold_owner_lock()
         except OSError as e:
             raise local_disk_error(e, self.instance_dir, "create the store's local directory") from e
+
+    def _hold_owner_lock(self) -> None:
+        with self._lock:
+            _acquire(self.instance_dir, again=self._owner)
+            self._owner = True
+
+    def release_owner_lock(self) -> None:
+        with self._lock:
+            owner, self._owner = self._owner, False
+        if owner:
+            _release(self.instance_dir)
 
     def _new(self, kind: str) -> str:
         self.ensure_private()
@@ -122,3 +266,4 @@ class InstanceLayout:
 
     def delete_all(self) -> None:
         shutil.rmtree(self.instance_dir, ignore_errors=True)
+        self.release_owner_lock()

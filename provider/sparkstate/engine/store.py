@@ -21,7 +21,7 @@ from ..keygroups import key_group, partition_of
 from ..storage import FileIO
 from .backend import Backend, BackendContext, Cursor
 from .backends import builder_for
-from .local_layout import InstanceLayout, default_local_root, safe_name
+from .local_layout import InstanceLayout, default_local_root, reclaim_dead_instances, safe_name
 from .snapshot_runner import run_snapshot
 from .spec import StoreSpec
 
@@ -111,6 +111,7 @@ class Store:
     def __init__(self, spec: StoreSpec, local_root: str | None = None, *, fileio: FileIO | None = None) -> None:
         self.spec = spec
         root = local_root or spec.settings.local_dir or default_local_root()
+        reclaim_dead_instances(root)  # once per process: the copies of killed workers on this machine
         try:
             self._layout = InstanceLayout(os.path.join(root, safe_name(spec.instance_id)))
             self._layout.ensure_private()
