@@ -72,6 +72,10 @@ _ADVICE = {
     errno.EROFS: "the file system is read-only: point the location at a writable one",
     errno.EACCES: "permission denied: make it writable by the user running the executors",
     errno.EPERM: "operation not permitted: make it writable by the user running the executors",
+    errno.EISDIR: "a directory sits where sparkstate expects a file: move it away (`sparkstate verify` checks "
+                  "the checkpoint)",
+    errno.ENOTDIR: "a file sits where sparkstate expects a directory: move it away (`sparkstate verify` checks "
+                   "the checkpoint)",
 }
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from sparkstate.engine import State, Store, StoreSpec
 from sparkstate.engine.store import CUSTOM_METRICS
-from sparkstate.errors import ConfigError, CorruptCheckpointError, StoreStateError, VersionNotFoundError
+from sparkstate.errors import ConfigError, CorruptCheckpointError, LocalDiskError, StoreStateError, VersionNotFoundError
 from sparkstate.keygroups import storage_key
 from tests.storage.instrumented import InjectedFault, InstrumentedFileIO
 
@@ -443,3 +443,34 @@ def test_abort_after_writes_rewinds_without_reading_the_checkpoint(new_store):
     fresh = new_store("inst-2")
     fresh.load(2)
     assert contents(fresh) == {**dict(kv(i) for i in range(300)), **dict([kv(7, b"after")])}
+
+
+def test_load_errors_name_the_versions_a_roll_back_can_go_to(new_store):
+    """A damaged newest version: the error names the file and version, the older versions that load, and
+    where to read the roll-back; a directory where a file belongs is named, not a raw OSError."""
+    s = new_store()
+    for v in range(4):
+        s.load(v)
+        s.apply_batch([kv(10 * v + i) for i in range(10)])
+        s.commit()
+    s.release()
+    manifests = new_store.checkpoint_dir / "manifests"
+    raw = (manifests / "4.manifest").read_bytes()
+    (manifests / "4.manifest").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(CorruptCheckpointError) as e:
+        new_store("cold").load(4)
+    text = str(e.value)
+    assert "4.manifest" in text and "truncated" in text
+    assert "Older versions that look loadable: 3, 2, 1" in text
+    assert "sparkstate verify --checkpoint" in text and "When the checkpoint is damaged" in text
+
+    os.remove(manifests / "4.manifest")
+    with pytest.raises(VersionNotFoundError, match="stateLocation.*loadable: 3, 2, 1"):
+        new_store("cold-2").load(4)
+
+    os.mkdir(manifests / "4.manifest")  # a directory where a manifest belongs
+    with pytest.raises(LocalDiskError, match=r"4\.manifest.*directory sits where sparkstate expects a file"):
+        new_store("cold-3").load(4)
+    reader = new_store("cold-4")
+    reader.load(3)
+    assert len(contents(reader)) == 30

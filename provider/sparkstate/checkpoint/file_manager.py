@@ -149,12 +149,33 @@ class CheckpointFileManager:
             raw = self.fileio.read_bytes(path)
         except FileNotFoundError:
             raise VersionNotFoundError(
-                f"version {version} has no manifest at {path}: it was never committed or was removed by "
-                f"retention (minBatchesToRetain)") from None
+                f"version {version} has no manifest at {path}: never committed, removed by retention "
+                f"(minBatchesToRetain), or the state lives elsewhere (stateLocation)") from None
         manifest = self._parse_cached(version, raw, path)
         if manifest.version != version:
             raise CorruptCheckpointError(f"manifest {path} describes version {manifest.version}, not {version}")
         return manifest
+
+    def loadable_versions(self, below: int, limit: int = 3, scan: int = 20) -> list[int]:
+        """Up to `limit` versions below `below`, newest first, whose manifest parses and whose files are all
+        present with the sizes it lists (a restore's needs short of checksums; `sparkstate verify` checks
+        those): where a roll-back can go. Reads at most `scan` manifests; an error path, not a hot one."""
+        try:
+            present = {i.name: i.size for i in self.fileio.list_info(self.files_dir)}
+            versions = [v for v in self.versions() if v < below][-scan:]
+        except (OSError, CheckpointError):
+            return []
+        out: list[int] = []
+        for v in reversed(versions):
+            try:
+                manifest = self.read_manifest(v)
+            except (OSError, CheckpointError):
+                continue
+            if all(present.get(ref.remote) == ref.size for ref in manifest.shared_files):
+                out.append(v)
+                if len(out) == limit:
+                    break
+        return out
 
     def _parse_cached(self, version: int, raw: bytes, path: str) -> Manifest:
         crc = header_crc(raw)

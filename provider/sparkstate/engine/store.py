@@ -16,7 +16,8 @@ from typing import Collection, Iterator, Sequence
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager
 from ..config import PREFIX
-from ..errors import CheckpointError, LocalDiskError, StoreStateError, VersionNotFoundError, WrongStoreError
+from ..errors import (CheckpointError, CorruptCheckpointError, LocalDiskError, StoreStateError,
+                      VersionNotFoundError, WrongStoreError)
 from ..keygroups import key_group, partition_of
 from ..storage import FileIO
 from .backend import Backend, BackendContext, Cursor
@@ -166,9 +167,12 @@ class Store:
             else:
                 self._close_backend()
                 self._state = State.CLOSED  # until the restore succeeds
-                manifest = self._read_manifest_for_load(version)
-                self._check_manifest(manifest)
-                self._backend = self._builder(self._ctx, manifest)
+                try:
+                    manifest = self._read_manifest_for_load(version)
+                    self._check_manifest(manifest)
+                    self._backend = self._builder(self._ctx, manifest)
+                except (VersionNotFoundError, CorruptCheckpointError) as e:
+                    raise type(e)(f"{e}. {self._way_back(version)}") from e
                 source = "checkpoint"
                 restored = manifest is not None
                 if restored:
@@ -206,6 +210,18 @@ class Store:
                 f"written by the {manifest.backend!r} backend; this query runs backend={wanted}. A checkpoint "
                 f"keeps the backend it was created with: set spark.sql.streaming.stateStore.sparkstate.backend="
                 f"{manifest.backend}, or start from a new checkpoint")
+
+    def _way_back(self, version: int) -> str:
+        """What a load error adds: the older versions a roll-back can go to, and where to read how."""
+        loc = self.spec.location
+        verify = f"sparkstate verify --checkpoint {loc.checkpoint_root()}"
+        if loc.state_location_setting:
+            verify += f" --state-location {loc.state_location_setting}"
+        older = self._file_manager.loadable_versions(version)
+        found = (f"Older versions that look loadable: {', '.join(map(str, older))}" if older else
+                 f"No older version at {self._file_manager.root} looks loadable")
+        return (f"{found}. Run `{verify}`; the README's 'When the checkpoint is damaged' shows how to roll the "
+                "query back")
 
     def _check_key_groups(self, version: int, sample: int = 64) -> None:
         """Every key carries its key group, which routes it to one partition: a few keys of a restored

@@ -63,7 +63,7 @@ def _named(action: str, path: str) -> Iterator[None]:
     except (FileNotFoundError, FileExistsError):
         raise
     except OSError as e:
-        named = local_disk_error(e, path, action)
+        named = local_disk_error(e, e.filename or path, action)  # the file the system call failed on
         if named is e:
             raise
         raise named from e
@@ -108,7 +108,8 @@ class LocalFileIO(FileIO):
         return f
 
     def read_bytes(self, path: str) -> bytes:
-        with open(local_path(path), "rb") as f:
+        target = local_path(path)
+        with _named("read", target), open(target, "rb") as f:
             return f.read()
 
     def write_bytes_atomic(self, path: str, data: bytes) -> None:
@@ -145,15 +146,17 @@ class LocalFileIO(FileIO):
             self._copy(local_path_, target)
 
     def download_file(self, path: str, local_path_: str) -> None:
-        with _named("copy to", local_path_):
+        with _named("copy", local_path_):
             self._copy(local_path(path), local_path_)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(local_path(path))
 
     def list(self, prefix_dir: str) -> list[str]:
+        target = local_path(prefix_dir)
         try:
-            return [e.name for e in os.scandir(local_path(prefix_dir)) if e.is_file()]
+            with _named("list", target):
+                return [e.name for e in os.scandir(target) if e.is_file()]
         except FileNotFoundError:
             return []
 
@@ -162,7 +165,9 @@ class LocalFileIO(FileIO):
             _remove_quietly(local_path(p))
 
     def size(self, path: str) -> int:
-        return os.stat(local_path(path)).st_size
+        target = local_path(path)
+        with _named("read", target):
+            return os.stat(target).st_size
 
     def list_info(self, prefix_dir: str, recursive: bool = False) -> list[FileInfo]:
         root = local_path(prefix_dir)
