@@ -16,8 +16,14 @@ from typing import Collection, Iterator, Sequence
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager
 from ..config import PREFIX
-from ..errors import (CheckpointError, CorruptCheckpointError, LocalDiskError, StoreStateError,
-                      VersionNotFoundError, WrongStoreError)
+from ..errors import (
+    CheckpointError,
+    CorruptCheckpointError,
+    LocalDiskError,
+    StoreStateError,
+    VersionNotFoundError,
+    WrongStoreError,
+)
 from ..keygroups import key_group, partition_of
 from ..storage import FileIO
 from .backend import Backend, BackendContext, Cursor
