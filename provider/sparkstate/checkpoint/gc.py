@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from ..errors import CheckpointError, CorruptCheckpointError
 from ..storage import FileIO, fileio_for
 from .file_manager import _MANIFEST_RE, _SUPERSEDED_RE, CheckpointFileManager
+from .location import discover_stores
 from .manifest import Manifest
 from .spark_logs import SparkLogs
 
 log = logging.getLogger(__name__)
 
 DEFAULT_GRACE_S = 3600.0
-_MARK = "sparkstate/"
 _STORE_RE = re.compile(r"^(\d+)/(\d+)(?:/(.+))?$")  # <op>/<part>[/<storeName>] below the state root
 
 
@@ -89,8 +89,7 @@ def collect_garbage(root: str, fileio: FileIO | None = None, *, dry_run: bool = 
     stray manifests and abandoned partitions only with the query's `spark_logs`."""
     io = fileio if fileio is not None else fileio_for(root)
     now = time.time() if now is None else now
-    stores = sorted({info.name[: info.name.index(_MARK)].rstrip("/")
-                     for info in io.list_info(root, recursive=True) if _MARK in info.name})
+    stores = discover_stores(root, io)
     report = GcReport(deleted=not dry_run)
     query = _query_state(spark_logs, report)
     by_store: dict[str, tuple[StoreGc, dict[int, Manifest]]] = {}

@@ -98,3 +98,11 @@ def open_file_manager(location: str, settings: Any, hadoop_conf: Mapping[str, st
 def open_fileio(location: str, settings: Any, hadoop_conf: Mapping[str, str] | None = None) -> FileIO:
     """The FileIO of `location` with the storage options of `settings` (for tools that list or delete)."""
     return fileio_for(location, storage_options(location, settings, hadoop_conf or {}))
+
+
+def discover_stores(root: str, fileio: FileIO) -> list[str]:
+    """The stores under a query's state root, as paths relative to it (`<op>/<part>[/<name>]`): every
+    directory holding a `sparkstate/` tree. One recursive listing: for offline tools, never the commit path."""
+    mark = "sparkstate/"
+    return sorted({info.name[: info.name.index(mark)].rstrip("/")
+                   for info in fileio.list_info(root, recursive=True) if mark in info.name})

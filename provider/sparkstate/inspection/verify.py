@@ -1,0 +1,285 @@
+"""`sparkstate verify`: check every retained version of every store of a query, without Spark and without
+changing anything, and say how to roll back when the newest committed version cannot be loaded.
+
+A version is loadable when its manifest parses (header crc32 and length), names this store, lists a valid
+chain (heap backend: at most one full snapshot, then deltas up to the version), and every file it lists is
+present with the size and crc32 the manifest records. Each distinct file is read once, however many
+versions list it.
+
+Which version must load: Spark's commit log says batch B is the newest done, so every store of a
+partition the query still has must load version B+1 (without a commit log: the newest manifest). Versions
+beyond B+1 belong to a batch that was never recorded (re-run on restart, replacing them) or are strays;
+they are listed, not judged. Partitions at or above the query's partition count (left by a rescale) are
+listed as such.
+
+Roll-back to version N (`rollback_plan`, `apply_rollback`): Spark re-runs batch N, which reads version N,
+when its offset log ends at N and its commit log at N-1. So: remove the commit log entries >= N, the
+offset log entries > N, then every store's manifests of versions > N. Logs go first: interrupted midway,
+the query already restarts at N (a manifest above N is replaced when its version is committed again).
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from ..checkpoint import CheckpointFileManager, Manifest
+from ..checkpoint.location import discover_stores, query_key, state_root
+from ..checkpoint.spark_logs import SparkLogs
+from ..engine.heap.chain import Chain
+from ..errors import CheckpointError, SparkstateError
+from ..storage import FileIO
+
+_STORE_RE = re.compile(r"^(\d+)/(\d+)(?:/(.+))?$")
+
+
+@dataclass
+class VersionCheck:
+    version: int
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def loadable(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class StoreCheck:
+    rel: str                          # `<op>/<part>[/<storeName>]` below the state root
+    location: str                     # the store's location (above `sparkstate/`)
+    manifests_dir: str
+    versions: list[VersionCheck] = field(default_factory=list)
+    needed: int | None = None         # the version the query loads next (B+1), None: nothing committed
+    beyond: list[int] = field(default_factory=list)
+    abandoned: bool = False           # a partition the query no longer has (left by a rescale)
+    backend: str | None = None
+
+    def check_of(self, version: int) -> VersionCheck | None:
+        return next((c for c in self.versions if c.version == version), None)
+
+    @property
+    def healthy(self) -> bool:
+        """The version the query needs loads (or the store is one the query no longer uses)."""
+        if self.abandoned or self.needed is None or self.needed == 0:
+            return True
+        check = self.check_of(self.needed)
+        return check is not None and check.loadable
+
+    def loadable_versions(self) -> list[int]:
+        return [c.version for c in self.versions if c.loadable]
+
+
+@dataclass
+class VerifyReport:
+    checkpoint: str
+    root: str
+    last_batch: int | None
+    num_partitions: int | None
+    offset_batches: list[int]
+    commit_batches: list[int]
+    stores: list[StoreCheck] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def damaged(self) -> list[StoreCheck]:
+        return [s for s in self.stores if not s.healthy]
+
+    @property
+    def ok(self) -> bool:
+        return not self.damaged
+
+    def rollback_targets(self) -> set[int]:
+        """The versions N a roll-back can go to: every live store loads N, Spark's offset log has batch N."""
+        live = [s for s in self.stores if not s.abandoned]
+        if not live or self.last_batch is None:
+            return set()
+        common = set.intersection(*(set(s.loadable_versions()) for s in live))
+        return {n for n in common if n in set(self.offset_batches) and n <= self.last_batch + 1}
+
+    def rollback_target(self) -> int | None:
+        """The newest version a roll-back can go to."""
+        return max(self.rollback_targets(), default=None)
+
+
+def verify_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO,
+                      state_location: str | None = None, scratch_dir: str | None = None) -> VerifyReport:
+    """Check every store of the query at `checkpoint` (Spark's logs read with `fileio`, the stores with
+    `state_fileio`). Reads only."""
+    logs = SparkLogs(fileio, checkpoint)
+    root = state_root(checkpoint, state_location)
+    try:
+        offsets, commits = logs.offset_batches(), logs.commit_batches()
+        partitions = logs.read_offset(offsets[-1]).shuffle_partitions if offsets else None
+    except (CheckpointError, OSError) as e:
+        offsets, commits, partitions = [], [], None
+        note = f"Spark's logs unreadable ({e}): the newest manifest of each store is taken as committed"
+    else:
+        note = None if commits else "no commit log entries: the newest manifest of each store is taken as committed"
+    report = VerifyReport(checkpoint, root, commits[-1] if commits else None, partitions, offsets, commits)
+    if note:
+        report.notes.append(note)
+    expected_key = query_key(checkpoint) if state_location else None
+    with tempfile.TemporaryDirectory(prefix="sparkstate-verify-", dir=scratch_dir) as scratch:
+        checked: dict[str, str | None] = {}  # remote name -> problem (None: intact), each file read once
+        for rel in discover_stores(root, state_fileio):
+            report.stores.append(_check_store(root, rel, state_fileio, report, expected_key, scratch, checked))
+    if not report.stores:
+        report.notes.append(f"no sparkstate store under {root}")
+    return report
+
+
+def _check_store(root: str, rel: str, io: FileIO, report: VerifyReport, expected_key: str | None,
+                 scratch: str, checked: dict[str, str | None]) -> StoreCheck:
+    location = io.join(root, rel) if rel else root
+    fm = CheckpointFileManager(location, io)
+    store = StoreCheck(rel, location, fm.manifests_dir)
+    m = _STORE_RE.match(rel)
+    place = (int(m.group(1)), int(m.group(2)), m.group(3) or "default") if m else None
+    if place is not None and report.num_partitions is not None and place[1] >= report.num_partitions:
+        store.abandoned = True
+    try:
+        versions = fm.versions()
+    except (CheckpointError, OSError) as e:
+        store.versions.append(VersionCheck(-1, [f"manifests unreadable: {e}"]))
+        return store
+    limit = report.last_batch + 1 if report.last_batch is not None else None
+    store.beyond = [v for v in versions if limit is not None and v > limit]
+    versions = [v for v in versions if v not in store.beyond]
+    store.needed = limit if limit is not None else (versions[-1] if versions else None)
+    for v in versions:
+        check = VersionCheck(v)
+        store.versions.append(check)
+        try:
+            manifest = fm.read_manifest(v)
+        except (CheckpointError, OSError) as e:
+            check.problems.append(str(e))
+            continue
+        store.backend = store.backend or manifest.backend
+        check.problems.extend(_identity_problems(manifest, place, expected_key, fm.manifest_path(v)))
+        if manifest.backend == "heap":
+            try:
+                Chain.of(manifest, fm.manifest_path(v))
+            except CheckpointError as e:
+                check.problems.append(str(e))
+        check.problems.extend(_file_problems(fm, manifest, scratch, checked))
+    if store.needed and store.check_of(store.needed) is None and not store.abandoned:
+        store.versions.append(VersionCheck(store.needed, [
+            f"version {store.needed} (committed by batch {store.needed - 1}) has no manifest at "
+            f"{fm.manifest_path(store.needed)}"]))
+    store.versions.sort(key=lambda c: c.version)
+    return store
+
+
+def _identity_problems(manifest: Manifest, place: tuple[int, int, str] | None, expected_key: str | None,
+                       path: str) -> list[str]:
+    ident = manifest.store
+    if ident is None or place is None:
+        return []
+    if (ident.operator_id, ident.partition_id, ident.store_name) != place:
+        return [f"{path} belongs to {ident.describe()}: moved or copied from another store"]
+    if expected_key is not None and ident.query_key != expected_key:
+        return [f"{path} belongs to query {ident.query_key}, not {expected_key}"]
+    return []
+
+
+def _file_problems(fm: CheckpointFileManager, manifest: Manifest, scratch: str,
+                   checked: dict[str, str | None]) -> list[str]:
+    problems = []
+    for ref in manifest.shared_files:
+        if ref.remote not in checked:
+            try:
+                os.remove(fm.fetch_to_cache(ref, scratch, manifest.version))  # verifies size and crc32
+                checked[ref.remote] = None
+            except (CheckpointError, OSError) as e:
+                checked[ref.remote] = str(e).split(". The file was damaged")[0]
+        if checked[ref.remote] is not None:
+            problems.append(checked[ref.remote])  # type: ignore[arg-type]
+    return problems
+
+
+# ---- report -------------------------------------------------------------------------------------------
+
+def _ranges(versions: Iterable[int]) -> str:
+    vs = sorted(versions)
+    if not vs:
+        return "none"
+    out, start, prev = [], vs[0], vs[0]
+    for v in vs[1:] + [None]:  # type: ignore[list-item]
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if v is not None:
+            start = prev = v
+    return ", ".join(out)
+
+
+def format_report(report: VerifyReport, command: str) -> str:
+    lines = [f"checkpoint {report.checkpoint}, state at {report.root}"]
+    if report.last_batch is not None:
+        lines.append(f"Spark's commit log ends at batch {report.last_batch}: every store must load version "
+                     f"{report.last_batch + 1}")
+    lines.extend(report.notes)
+    for s in report.stores:
+        head = f"{s.rel or '.'} ({s.backend or 'unknown backend'})"
+        bad = [c for c in s.versions if not c.loadable]
+        good = s.loadable_versions()
+        if s.abandoned:
+            head += f": partition beyond the query's {report.num_partitions} (left by a rescale; `sparkstate gc` " \
+                    "removes it once no retained batch needs it)"
+        verdict = "OK" if s.healthy else f"DAMAGED: version {s.needed} cannot be loaded"
+        lines.append(f"{head}: {verdict}; loadable versions: {_ranges(good)}")
+        for c in bad:
+            for problem in c.problems:
+                lines.append(f"  version {c.version}: {problem}")
+        if s.beyond:
+            lines.append(f"  versions beyond the commit log: {_ranges(s.beyond)} (an unrecorded batch's, replaced "
+                         "when it runs again, or strays `sparkstate gc` collects)")
+    damaged = report.damaged
+    if not damaged:
+        lines.append(f"verdict: OK, {len(report.stores)} stores, the newest committed version of each loads")
+        return "\n".join(lines)
+    lines.append(f"verdict: DAMAGED, {len(damaged)} of {len(report.stores)} stores cannot load the newest "
+                 "committed version")
+    target = report.rollback_target()
+    if target is None:
+        lines.append("no version that every store can load is within Spark's retained logs: restore the "
+                     "checkpoint from a backup, or start the query from a new checkpoint")
+        return "\n".join(lines)
+    lines.append(f"roll-back: every store loads version {target}. Stop the query, then remove:")
+    lines.extend(f"  {path}" for path in rollback_plan(report, target))
+    lines.append(f"and restart the query: it runs batch {target} again from version {target}. "
+                 f"`{command} --rollback-to {target}` does this after asking.")
+    return "\n".join(lines)
+
+
+def rollback_plan(report: VerifyReport, target: int) -> list[str]:
+    """The files a roll-back to version `target` removes, in order: Spark's commit log entries >= target,
+    offset log entries > target (newest first), then every store's manifests above `target`."""
+    ckpt = report.checkpoint.rstrip("/")
+    paths = [f"{ckpt}/commits/{b}" for b in sorted(report.commit_batches, reverse=True) if b >= target]
+    paths += [f"{ckpt}/offsets/{b}" for b in sorted(report.offset_batches, reverse=True) if b > target]
+    for s in report.stores:
+        above = [c.version for c in s.versions if c.version > target] + s.beyond
+        paths += [f"{s.manifests_dir}/{v}.manifest" for v in sorted(set(above), reverse=True)]
+    return paths
+
+
+def apply_rollback(report: VerifyReport, target: int, fileio: FileIO, state_fileio: FileIO) -> list[str]:
+    """Remove what `rollback_plan` lists (and the checksum files Hadoop keeps beside Spark's log entries)."""
+    if target not in report.rollback_targets():
+        raise SparkstateError(f"cannot roll back to version {target}: not every store can load it, or Spark's "
+                              f"offset log has no batch {target}")
+    removed = []
+    for path in rollback_plan(report, target):
+        io = state_fileio if path.endswith(".manifest") else fileio
+        siblings = [path]
+        if not path.endswith(".manifest"):
+            head, _, name = path.rpartition("/")
+            siblings.append(f"{head}/.{name}.crc")
+        io.delete_many(siblings)
+        removed.append(path)
+    return removed
+
