@@ -120,6 +120,8 @@ def _verify(argv: list[str]) -> int:
     p = _storage_parser("sparkstate verify", "Check every retained version of a query's sparkstate state.")
     p.add_argument("--rollback-to", type=int, metavar="N",
                    help="remove the Spark log entries and manifests above version N (the query must be stopped)")
+    p.add_argument("--file-sink", action="append", default=[], metavar="PATH",
+                   help="with --rollback-to: the output path of a file sink the query writes (repeatable)")
     p.add_argument("--yes", action="store_true", help="with --rollback-to: do not ask")
     args = p.parse_args(argv)
     try:
@@ -142,13 +144,14 @@ def _verify(argv: list[str]) -> int:
             print(f"sparkstate verify: cannot roll back to version {target}: versions every store can load, "
                   f"with Spark's offset log entry: {sorted(report.rollback_targets()) or 'none'}", file=sys.stderr)
             return 1
-        plan = rollback_plan(report, target)
+        sinks = [(open_fileio(path, settings, s3a), path) for path in args.file_sink]
+        plan = rollback_plan(report, target, sinks)
         print(f"roll-back to version {target} removes {len(plan)} files:")
         print("\n".join(f"  {path}" for path in plan))
         if not args.yes and input("Is the query stopped, and remove them? [yes/no] ").strip().lower() != "yes":
             print("nothing removed")
             return 1
-        apply_rollback(report, target, fileio, state_fileio)
+        apply_rollback(report, target, fileio, state_fileio, sinks)
         print(f"rolled back: restart the query; it runs batch {target} again from version {target}")
         return 0
     except SparkstateError as e:

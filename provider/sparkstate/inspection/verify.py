@@ -14,8 +14,9 @@ listed as such.
 
 Roll-back to version N (`rollback_plan`, `apply_rollback`): Spark re-runs batch N, which reads version N,
 when its offset log ends at N and its commit log at N-1. So: remove the commit log entries >= N, the
-offset log entries > N, then every store's manifests of versions > N. Logs go first: interrupted midway,
-the query already restarts at N (a manifest above N is replaced when its version is committed again).
+offset log entries > N, every store's manifests of versions > N, and the entries >= N of the query's file
+sinks' logs (a file sink skips a batch it has logged, and a skipped batch commits no state). Spark's logs
+go first: interrupted midway, the query already restarts at N, and running the roll-back again finishes it.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from ..checkpoint.location import discover_stores, query_key, state_root
 from ..checkpoint.spark_logs import SparkLogs
 from ..engine.heap.chain import Chain
 from ..errors import CheckpointError, SparkstateError
+from ..rescaling.file_sink import file_sink_rollback_entries
 from ..storage import FileIO
 
 _STORE_RE = re.compile(r"^(\d+)/(\d+)(?:/(.+))?$")
@@ -251,30 +253,39 @@ def format_report(report: VerifyReport, command: str) -> str:
     lines.append(f"roll-back: every store loads version {target}. Stop the query, then remove:")
     lines.extend(f"  {path}" for path in rollback_plan(report, target))
     lines.append(f"and restart the query: it runs batch {target} again from version {target}. "
-                 f"`{command} --rollback-to {target}` does this after asking.")
+                 f"`{command} --rollback-to {target}` does this after asking; add --file-sink <output path> "
+                 "for each file sink the query writes (their logs are rolled back too).")
     return "\n".join(lines)
 
 
-def rollback_plan(report: VerifyReport, target: int) -> list[str]:
+def rollback_plan(report: VerifyReport, target: int, file_sinks: Iterable[tuple[FileIO, str]] = ()) -> list[str]:
     """The files a roll-back to version `target` removes, in order: Spark's commit log entries >= target,
-    offset log entries > target (newest first), then every store's manifests above `target`."""
+    offset log entries > target (newest first), every store's manifests above `target`, then the entries
+    >= target of each file sink's log (`(fileio, output path)`; refused when a compaction folded them)."""
     ckpt = report.checkpoint.rstrip("/")
     paths = [f"{ckpt}/commits/{b}" for b in sorted(report.commit_batches, reverse=True) if b >= target]
     paths += [f"{ckpt}/offsets/{b}" for b in sorted(report.offset_batches, reverse=True) if b > target]
     for s in report.stores:
         above = [c.version for c in s.versions if c.version > target] + s.beyond
         paths += [f"{s.manifests_dir}/{v}.manifest" for v in sorted(set(above), reverse=True)]
+    last = report.last_batch if report.last_batch is not None else -1
+    for fio, sink in file_sinks:
+        paths += file_sink_rollback_entries(fio, sink, target, last)
     return paths
 
 
-def apply_rollback(report: VerifyReport, target: int, fileio: FileIO, state_fileio: FileIO) -> list[str]:
+def apply_rollback(report: VerifyReport, target: int, fileio: FileIO, state_fileio: FileIO,
+                   file_sinks: Iterable[tuple[FileIO, str]] = ()) -> list[str]:
     """Remove what `rollback_plan` lists (and the checksum files Hadoop keeps beside Spark's log entries)."""
     if target not in report.rollback_targets():
         raise SparkstateError(f"cannot roll back to version {target}: not every store can load it, or Spark's "
                               f"offset log has no batch {target}")
+    sinks = list(file_sinks)
+    last = report.last_batch if report.last_batch is not None else -1
+    sink_entries = {p: fio for fio, sink in sinks for p in file_sink_rollback_entries(fio, sink, target, last)}
     removed = []
-    for path in rollback_plan(report, target):
-        io = state_fileio if path.endswith(".manifest") else fileio
+    for path in rollback_plan(report, target, sinks):
+        io = sink_entries.get(path) or (state_fileio if path.endswith(".manifest") else fileio)
         siblings = [path]
         if not path.endswith(".manifest"):
             head, _, name = path.rpartition("/")

@@ -13,13 +13,18 @@ The compaction interval is Spark's: derived from the compaction files already in
 Spark does not record a query's sink in the checkpoint, so the output path is given by the user
 (`sparkstate rescale --file-sink PATH`, `rescale(..., file_sinks=[...])`); `repair_file_sink` adds the
 missing entries of a checkpoint rescaled without it.
+
+A roll-back (`sparkstate verify --rollback-to N --file-sink PATH`) makes the query run batch N again. The
+file sink skips a batch its log already holds, and a skipped batch does not run its stateful operators, so
+the sink's entries from batch N on are removed too (`file_sink_rollback_entries`); the files they listed
+stay in the output directory, unread (readers of a file sink's output go by its log).
 """
 from __future__ import annotations
 
 import re
 
 from ..checkpoint.spark_logs import SparkLogs
-from ..errors import RescaleError
+from ..errors import RescaleError, SparkCheckpointError
 from ..storage import FileIO, fileio_for, join_path
 
 METADATA_DIR = "_spark_metadata"
@@ -131,3 +136,20 @@ def repair_file_sink(checkpoint: str, sink_path: str, default_interval: int = DE
             record_empty_batch(sink_fio, sink_path, batch, default_interval)
             added.append(batch)
     return added
+
+
+def file_sink_rollback_entries(fio: FileIO, sink_path: str, target: int, last_committed_batch: int) -> list[str]:
+    """The sink log entries a roll-back to batch `target` removes (batches >= target, newest first).
+    Refused when a compaction at or after `target` folded earlier batches' entries into itself."""
+    try:
+        check_file_sink(fio, sink_path, last_committed_batch)
+        batches, compactions = sink_log_batches(fio, sink_path)
+    except RescaleError as e:
+        raise SparkCheckpointError(str(e)) from None
+    folded = [c for c in compactions if c >= target]
+    if folded:
+        raise SparkCheckpointError(
+            f"the file sink log at {join_path(sink_path, METADATA_DIR)} compacted batches up to {folded[0]} into "
+            f"{folded[0]}.compact; a roll-back to batch {target} would lose the entries it folded in. Roll back "
+            f"no further than version {folded[-1] + 1}, or restore the output from a backup")
+    return [_entry_path(sink_path, b, False) for b in sorted(batches, reverse=True) if b >= target]
