@@ -15,8 +15,10 @@
                              check every retained version of every store (manifests, files, checksums,
                              heap chains) without changing anything; exit 1 when the newest committed
                              version of a store cannot be loaded, and print the roll-back that fixes it.
-                             --rollback-to N removes what that roll-back lists, after asking. --conf takes sparkstate settings (s3.endpoint=...)
-                             and spark.hadoop.fs.s3a.* / fs.s3a.* keys; otherwise boto3's credential chain.
+                             --rollback-to N removes what that roll-back lists, after asking
+                             (--file-sink PATH for each file sink the query writes).
+  gc and verify: --conf takes sparkstate settings (s3.endpoint=...) and spark.hadoop.fs.s3a.* / fs.s3a.*
+                             keys; otherwise boto3's credential chain.
 """
 from __future__ import annotations
 

@@ -362,7 +362,7 @@ class CheckpointFileManager:
             self._reported_beyond = beyond
             log.warning("%s: manifests of versions %s are beyond the version this store works on (%d): "
                         "retention ignores them (a newer writer's, or strays: `sparkstate verify` reports "
-                        "them, `sparkstate gc` collects strays)", self.manifests_dir, _ranges(beyond), head)
+                        "them, `sparkstate gc` collects strays)", self.manifests_dir, version_ranges(beyond), head)
         if not versions:
             return CleanupResult()
         retained = versions[-keep_n:]
@@ -486,11 +486,14 @@ class NewFile:
             self._fm.fileio.delete_many([self._target])
 
 
-def _ranges(versions: list[int]) -> str:
-    """`[3, 4, 5, 9]` as `3-5, 9` (ascending input)."""
+def version_ranges(versions: Iterable[int]) -> str:
+    """`[3, 4, 5, 9]` as `3-5, 9`; `none` for no versions."""
+    vs = sorted(versions)
+    if not vs:
+        return "none"
     out: list[str] = []
-    start = prev = versions[0]
-    for v in versions[1:] + [None]:  # type: ignore[list-item]
+    start = prev = vs[0]
+    for v in vs[1:] + [None]:  # type: ignore[list-item]
         if v is not None and v == prev + 1:
             prev = v
             continue

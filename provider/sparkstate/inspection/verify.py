@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..checkpoint import CheckpointFileManager, Manifest
+from ..checkpoint.file_manager import version_ranges
 from ..checkpoint.location import discover_stores, query_key, state_root
 from ..checkpoint.spark_logs import SparkLogs
 from ..engine.heap.chain import Chain
@@ -203,21 +204,6 @@ def _file_problems(fm: CheckpointFileManager, manifest: Manifest, scratch: str,
 
 # ---- report -------------------------------------------------------------------------------------------
 
-def _ranges(versions: Iterable[int]) -> str:
-    vs = sorted(versions)
-    if not vs:
-        return "none"
-    out, start, prev = [], vs[0], vs[0]
-    for v in vs[1:] + [None]:  # type: ignore[list-item]
-        if v is not None and v == prev + 1:
-            prev = v
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        if v is not None:
-            start = prev = v
-    return ", ".join(out)
-
-
 def format_report(report: VerifyReport, command: str) -> str:
     lines = [f"checkpoint {report.checkpoint}, state at {report.root}"]
     if report.last_batch is not None:
@@ -232,13 +218,13 @@ def format_report(report: VerifyReport, command: str) -> str:
             head += f": partition beyond the query's {report.num_partitions} (left by a rescale; `sparkstate gc` " \
                     "removes it once no retained batch needs it)"
         verdict = "OK" if s.healthy else f"DAMAGED: version {s.needed} cannot be loaded"
-        lines.append(f"{head}: {verdict}; loadable versions: {_ranges(good)}")
+        lines.append(f"{head}: {verdict}; loadable versions: {version_ranges(good)}")
         for c in bad:
             for problem in c.problems:
                 lines.append(f"  version {c.version}: {problem}")
         if s.beyond:
-            lines.append(f"  versions beyond the commit log: {_ranges(s.beyond)} (an unrecorded batch's, replaced "
-                         "when it runs again, or strays `sparkstate gc` collects)")
+            lines.append(f"  versions beyond the commit log: {version_ranges(s.beyond)} (an unrecorded batch's, "
+                         "replaced when it runs again, or strays `sparkstate gc` collects)")
     damaged = report.damaged
     if not damaged:
         lines.append(f"verdict: OK, {len(report.stores)} stores, the newest committed version of each loads")
