@@ -246,3 +246,22 @@ def test_server_stopped_mid_commit_then_restarted(seaweed, tmp_path):
         assert r.commit().version == 2
     finally:
         r.close()
+
+
+def test_verify_reads_a_checkpoint_on_s3(s3_store, moto_s3, bucket, capsys):
+    s = s3_store()
+    for v in range(2):
+        s.load(v)
+        s.apply_batch([kv(10 * v + i) for i in range(10)])
+        s.commit()
+    conf = [f"--conf=spark.hadoop.{k}={v}" for k, v in moto_s3.s3a_conf().items()]
+    args = ["verify", "--checkpoint", "/unused/ckpt", "--state-location", f"s3://{bucket}/q1", *conf]
+    assert cli_main(args) == 0
+    out = capsys.readouterr().out
+    assert "OK; loadable versions: 1-2" in out and moto_s3.secret_key not in out
+    newest = s.file_manager.read_manifest(2).shared_files[-1].remote
+    key = f"q1/{query_key('/unused/ckpt')}/0/1/sparkstate/files/{newest}"
+    moto_s3.client().delete_object(Bucket=bucket, Key=key)
+    assert cli_main(args) == 1
+    out = capsys.readouterr().out
+    assert f"{newest} listed by version 2 is missing" in out and "loadable versions: 1" in out
