@@ -110,14 +110,17 @@ def _start_owner(instance: str, ckpt: str, root: str) -> subprocess.Popen:
 
 def test_directories_of_killed_workers_are_reclaimed_at_the_next_start(tmp_path, monkeypatch):
     root, ckpt = str(tmp_path / "local"), "file:" + str(tmp_path / "ckpt" / "state" / "0" / "1")
+    # Ten killed owners, one live one, and one directory two live processes use (two workers of an executor
+    # may open one store instance), one of which is killed.
     owners = [_start_owner(f"dead-{i}", ckpt, root) for i in range(10)] + [_start_owner("alive", ckpt, root)]
+    owners += [_start_owner("shared", ckpt, root), _start_owner("shared", ckpt, root)]
     try:
         for p in owners:
             assert p.stdout.readline().strip() == "ready"
-        for p in owners[:10]:
+        for p in owners[:10] + owners[-1:]:
             p.send_signal(signal.SIGKILL)
             p.wait(30)
-        assert len(os.listdir(root)) == 11
+        assert len(os.listdir(root)) == 12
         old_unowned = os.path.join(root, "left-by-an-old-release")
         os.makedirs(os.path.join(old_unowned, "cache"))
         an_hour_ago = time.time() - 3600
@@ -128,17 +131,17 @@ def test_directories_of_killed_workers_are_reclaimed_at_the_next_start(tmp_path,
         store = Store(make_spec(ckpt, "next"), root)
         try:
             store.load(1)
-            assert sorted(os.listdir(root)) == ["alive", "being-created", "next"]
+            assert sorted(os.listdir(root)) == ["alive", "being-created", "next", "shared"]
         finally:
             store.close()
-        assert sorted(os.listdir(root)) == ["alive", "being-created"]
+        assert sorted(os.listdir(root)) == ["alive", "being-created", "shared"]
     finally:
         for p in owners:
             p.kill()
             p.wait(30)
 
 
-def test_two_layouts_of_one_directory_in_one_process_share_its_lock(tmp_path):
+def test_a_directory_is_reclaimed_only_when_no_layout_holds_it(tmp_path):
     a = local_layout.InstanceLayout(str(tmp_path / "inst"))
     b = local_layout.InstanceLayout(str(tmp_path / "inst"))
     a.ensure_private()

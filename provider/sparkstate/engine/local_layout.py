@@ -15,9 +15,10 @@ in the directories the cluster manager gives the application when there are any 
 `LOCAL_DIRS`, a standalone worker's `SPARK_EXECUTOR_DIRS`, `SPARK_LOCAL_DIRS` on Kubernetes), so they go
 with the application; else in the system's temporary directory.
 
-A killed executor or driver cannot delete its instance directories. The kernel drops its `owner.lock`
-locks when it dies, so the first store a process opens on a root reclaims every directory there whose
-lock it can take (`reclaim_dead_instances`): dead owners' copies never pile up across crashes.
+A killed executor or driver cannot delete its instance directories. Every process using a directory holds
+a shared lock on its `owner.lock`, which the kernel drops when the process dies, so the first store a
+process opens on a root reclaims every directory there whose lock it can take exclusively
+(`reclaim_dead_instances`): dead owners' copies never pile up across crashes.
 """
 from __future__ import annotations
 
@@ -128,7 +129,7 @@ def _owner_is_gone(path: str) -> bool:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return False  # a live owner
+            return False  # a live owner holds it shared
         # Still the directory's lock (not one replaced meanwhile)? Then its owner is gone; holding the lock
         # while deleting keeps a new owner from taking it over in between.
         return os.fstat(fd).st_ino == os.stat(lock_path).st_ino
@@ -136,51 +137,23 @@ def _owner_is_gone(path: str) -> bool:
         os.close(fd)
 
 
-# Owner locks this process holds: directory -> (fd, holders). flock locks belong to an open file, so two
-# layouts of one directory in one process (a store reopened by a replacement worker thread) share one.
-_held: dict[str, tuple[int, int]] = {}
-_held_lock = threading.Lock()
-OWNER_WAIT_S = 10.0  # a previous owner being killed (a replaced worker) lets go within this
-
-
-def _acquire(instance_dir: str, again: bool) -> None:
-    """Hold the directory's owner lock (one more holder, unless `again`: a holder checking it still has it)."""
-    with _held_lock:
-        held = _held.get(instance_dir)
-        if held is not None and _still_locked(held[0], instance_dir):
-            if not again:
-                _held[instance_dir] = (held[0], held[1] + 1)
-            return
-        holders = (held[1] if held is not None else 0) + (0 if again and held is not None else 1)
-        if held is not None:
-            os.close(held[0])  # the directory was removed and made again: lock its new file
-        fd = os.open(os.path.join(instance_dir, OWNER_LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
-        deadline = time.monotonic() + OWNER_WAIT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    os.close(fd)
-                    _held.pop(instance_dir, None)
-                    raise OSError(f"{instance_dir} belongs to another live process (its {OWNER_LOCK} is held "
-                                  f"for over {OWNER_WAIT_S:.0f} s): a replaced worker that does not exit") from None
-                time.sleep(0.05)
-        _held[instance_dir] = (fd, holders)
-
-
-def _release(instance_dir: str) -> None:
-    with _held_lock:
-        held = _held.get(instance_dir)
-        if held is None:
-            return
-        if held[1] > 1:
-            _held[instance_dir] = (held[0], held[1] - 1)
-            return
-        del _held[instance_dir]
-        os.close(held[0])
+def _hold_shared(instance_dir: str) -> int:
+    """Make the directory (0700) and hold a shared lock on its owner.lock; returns the lock's fd. Shared:
+    every live process that uses the directory holds one (two workers of one executor may open one store
+    instance); a reclaimer takes it exclusively only when none does. A reclaimer holding it makes this
+    wait for the moment it deletes the directory; the directory is then made again."""
+    for _ in range(100):
+        os.makedirs(instance_dir, mode=0o700, exist_ok=True)
+        try:
+            fd = os.open(os.path.join(instance_dir, OWNER_LOCK),
+                         os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except FileNotFoundError:
+            continue  # deleted between makedirs and open
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        if _still_locked(fd, instance_dir):
+            return fd
+        os.close(fd)  # a reclaimer deleted the directory meanwhile: make it again
+    raise OSError(f"cannot take the owner lock of {instance_dir}: it keeps being deleted")
 
 
 def _still_locked(fd: int, instance_dir: str) -> bool:
@@ -203,7 +176,7 @@ class InstanceLayout:
         self.staging_dir = os.path.join(instance_dir, "staging")
         self._lock = threading.Lock()
         self._next = self._scan_max() + 1
-        self._owner = False  # this layout is one of the process's holders of the directory's owner lock
+        self._owner_fd: int | None = None  # a shared lock on owner.lock while this layout uses the directory
 
     def _scan_max(self) -> int:
         try:
@@ -225,14 +198,17 @@ class InstanceLayout:
 
     def _hold_owner_lock(self) -> None:
         with self._lock:
-            _acquire(self.instance_dir, again=self._owner)
-            self._owner = True
+            if self._owner_fd is not None and _still_locked(self._owner_fd, self.instance_dir):
+                return
+            if self._owner_fd is not None:
+                os.close(self._owner_fd)  # the directory was removed and made again: lock its new file
+            self._owner_fd = _hold_shared(self.instance_dir)
 
     def release_owner_lock(self) -> None:
         with self._lock:
-            owner, self._owner = self._owner, False
-        if owner:
-            _release(self.instance_dir)
+            fd, self._owner_fd = self._owner_fd, None
+        if fd is not None:
+            os.close(fd)
 
     def _new(self, kind: str) -> str:
         self.ensure_private()
