@@ -34,6 +34,8 @@ if not __package__:  # run as a script from a checkout
 
     ensure_sparkstate_jobs()
 
+from sparkstate.config import PREFIX, Settings  # noqa: E402
+from sparkstate.errors import SparkstateError  # noqa: E402
 from sparkstate_jobs import clickstream  # noqa: E402
 from sparkstate_jobs.progress import BatchStats, human_bytes, median  # noqa: E402
 from sparkstate_jobs.session import (PROVIDERS, ProviderUnavailable, new_session,  # noqa: E402
@@ -43,27 +45,35 @@ WATERMARK_DELAY = "1 minute"
 SESSION_GAP = "30 seconds"
 PAGE_WINDOW = "1 minute"
 RUN_FILE = "demo-run.json"   # what the checkpoint was created with; both are pinned by Spark
+BACKENDS = ("rocksdb", "heap")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="demo", description=__doc__.split("\n\n", 1)[0],
+    p = argparse.ArgumentParser(prog="sparkstate demo", description=__doc__.split("\n\n", 1)[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workdir", default="./demo-output",
                    help="input, checkpoint and output live here; reuse it to resume (default: %(default)s)")
-    p.add_argument("--batches", type=int, default=8, help="micro-batches (input files) to add this run")
-    p.add_argument("--rows-per-batch", type=int, default=5000, help="events per micro-batch")
+    p.add_argument("--batches", type=int, default=8,
+                   help="micro-batches (input files) to add this run (default: %(default)s)")
+    p.add_argument("--rows-per-batch", type=int, default=5000,
+                   help="events per micro-batch, at least 100 (default: %(default)s)")
     p.add_argument("--provider", choices=list(PROVIDERS), default="sparkstate",
                    help="state store provider (default: %(default)s); fixed once the checkpoint exists")
-    p.add_argument("--backend", default=None, help="sparkstate backend setting (passed through)")
+    p.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="sparkstate backend (default: the backend setting's default, rocksdb); "
+                        "fixed once the checkpoint exists")
     p.add_argument("--view", choices=("sessions", "pages"), default="sessions",
-                   help="sessions: per-user session windows; pages: per-minute page counts")
-    p.add_argument("--shuffle-partitions", type=int, default=4, help="state store partitions")
+                   help="sessions: per-user session windows; pages: per-minute page counts (default: %(default)s)")
+    p.add_argument("--shuffle-partitions", type=int, default=4,
+                   help="state store partitions (default: %(default)s)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
     p.add_argument("--conf-file", action="append", metavar="PATH",
                    help="spark-defaults style file of extra conf, e.g. conf/presets/low-latency.conf")
     args = p.parse_args(argv)
-    if args.batches < 0 or args.rows_per_batch < 100:
-        p.error("--batches must be >= 0 and --rows-per-batch >= 100")
+    if args.batches < 0 or args.rows_per_batch < 100 or args.shuffle_partitions < 1:
+        p.error("--batches must be >= 0, --rows-per-batch >= 100 and --shuffle-partitions >= 1")
+    if args.backend and args.provider != "sparkstate":
+        p.error(f"--backend applies to --provider sparkstate only (got --provider {args.provider})")
     return args
 
 
@@ -114,6 +124,11 @@ def build_query(spark, input_dir: str, view: str):
 
 class ProgressPrinter:
     """Prints one line per micro-batch as Spark reports it, and keeps the stats for the summary."""
+
+    LEGEND = ("state rows / state mem: rows in the state stores and the memory they report using (Spark's "
+              "memoryUsedBytes summed over operators; RocksDB: memtables, table readers and block cache; "
+              "heap: the live state and kept versions), not the worker processes' RSS; commit ms: summed "
+              "over tasks; late: rows dropped by the watermark")
 
     HEADER = (f"{'batch':>5} {'input':>7} {'ms':>6} {'state rows':>10} {'state mem':>10} "
               f"{'commit ms':>9} {'late':>5}  watermark")
@@ -218,19 +233,20 @@ def main(argv: list[str] | None = None) -> int:
     input_dir = os.path.join(workdir, "input")
     checkpoint = os.path.join(workdir, "checkpoint")
     output_dir = os.path.join(workdir, "output", args.view)
-    os.makedirs(workdir, exist_ok=True)
     check_run_file(workdir, args)
 
-    conf = {}
-    for path in args.conf_file or []:
-        conf.update(read_conf_file(path))
-    conf.update(parse_conf_pairs(args.conf))
     try:
+        conf = {}
+        for path in args.conf_file or []:
+            conf.update(read_conf_file(path))
+        conf.update(parse_conf_pairs(args.conf))
+        Settings.parse({k: v for k, v in conf.items() if k.startswith(PREFIX)})  # fail here, not in a task
         spark = new_session("sparkstate-demo", args.provider, shuffle_partitions=args.shuffle_partitions,
                             backend=args.backend, conf=conf)
-    except ProviderUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ProviderUnavailable, SparkstateError, ValueError, OSError) as exc:
+        print(f"sparkstate demo: {exc}", file=sys.stderr)
         return 2
+    os.makedirs(workdir, exist_ok=True)
     record_run_file(workdir, args)
 
     chunk = clickstream.generate(workdir, input_dir, args.batches, args.rows_per_batch)
@@ -245,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
 
     printer = ProgressPrinter()
     attach_listener(spark, printer)
+    print(ProgressPrinter.LEGEND)
     print(ProgressPrinter.HEADER, flush=True)
     started = time.monotonic()
     try:

@@ -1,7 +1,7 @@
 """The package's layers call one way only, and no modules import each other in a circle.
 
     worker -> engine -> checkpoint -> storage          (a layer may use the ones below it, never above)
-    config, errors, liveness, keygroups                (ground: any layer may use them; they use no layer)
+    config, errors, liveness, keygroups, units         (ground: any layer may use them; they use no layer)
     rescaling, inspection, cli                          (tools beside the layers: they use the layers,
                                                          no layer uses them)
 
@@ -15,7 +15,7 @@ import os
 
 PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "provider", "sparkstate")
 LAYERS = {"storage": 1, "checkpoint": 2, "engine": 3, "worker": 4}
-GROUND = {"config", "errors", "liveness", "keygroups"}
+GROUND = {"config", "errors", "liveness", "keygroups", "units"}
 TOOLS = {"rescaling", "inspection", "cli"}
 
 

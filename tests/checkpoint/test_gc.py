@@ -9,7 +9,7 @@ import time
 import pytest
 
 from sparkstate.checkpoint import Manifest
-from sparkstate.checkpoint.gc import collect_garbage, format_report
+from sparkstate.checkpoint.gc import collect_garbage
 from sparkstate.checkpoint.spark_logs import SparkLogs
 from sparkstate.engine import Store
 from sparkstate.engine.heap.snapshot import HeapFullSnapshot
@@ -80,7 +80,7 @@ def test_gc_racing_a_background_heap_snapshot_keeps_what_the_next_commit_names(t
     os.utime(fm.fileio.local_path(fm.file_path(full[0])), (manifest_4 - 1, manifest_4 - 1))  # before manifest 4
 
     report = collect_garbage(f"{root}/state", now=time.time() + HOURS_LATER)  # idle for two hours
-    assert report.orphans == 0 and report.stores[0].adoptable == 1, format_report(report)
+    assert report.orphans == 0 and report.stores[0].adoptable == 1, report
 
     rows = [kv(100 + i, b"v5") for i in range(10)]
     _commit_next(store, 4, rows)
@@ -122,7 +122,7 @@ def test_a_stray_far_future_manifest_does_not_stop_retention_and_gc_collects_it(
     young = collect_garbage(f"{root}/state", spark_logs=logs)
     assert young.stores[0].stray_manifests == [], "strays younger than the grace period are kept"
     report = collect_garbage(f"{root}/state", now=time.time() + HOURS_LATER, spark_logs=logs)
-    assert report.stores[0].stray_manifests == [1000, 2000], format_report(report)
+    assert report.stores[0].stray_manifests == [1000, 2000], report
     assert fm.versions() == [8, 9]
     store.close()
     reader = _store(root, "reader", backend=backend)
@@ -147,7 +147,7 @@ def test_gc_deletes_the_partitions_a_rescale_left_once_no_retained_batch_needs_t
 
     kept = collect_garbage(f"{root}/state", now=time.time() + HOURS_LATER, spark_logs=logs)
     assert [s.abandoned for s in kept.stores] == [False] * 4
-    assert "kept for a roll-back" in format_report(kept)
+    assert sum("kept for a roll-back" in (s.skipped or "") for s in kept.stores) == 2, kept
     for p, s in stores.items():
         _commit_next(s, 3, [kv(100 * p + 30 + i) for i in range(5)])
         s.maintenance_cleanup()  # retains v3, v4: no retained batch ran with four partitions
@@ -155,7 +155,7 @@ def test_gc_deletes_the_partitions_a_rescale_left_once_no_retained_batch_needs_t
     assert [s.abandoned for s in dry.stores] == [False, False, True, True]
     assert os.path.isdir(f"{root}/state/0/3/sparkstate")
     report = collect_garbage(f"{root}/state", spark_logs=logs)
-    assert "2 abandoned partition stores" in format_report(report)
+    assert sum(s.abandoned for s in report.stores) == 2 and report.deleted
     assert sorted(os.listdir(f"{root}/state/0")) == ["0", "1"]
     for s in stores.values():
         s.close()

@@ -2,49 +2,14 @@
 that leaves a checkpoint every store loads and the query can continue from."""
 from __future__ import annotations
 
-import dataclasses
 import os
 
 import pytest
 
 from sparkstate.cli import main as cli_main
-from sparkstate.engine import Store
 
-from ..engine.conftest import contents, kv, make_spec
-
-PARTITIONS = 2
-BATCHES = 4  # batches 0..3 ran: every store holds versions 1..4, and version 4 is the one a restart loads
-
-
-def _store(ckpt: str, partition: int, instance: str, backend: str) -> Store:
-    spec = dataclasses.replace(make_spec(f"file:{ckpt}/state/0/{partition}", instance, backend=backend),
-                               partition_id=partition, num_partitions=PARTITIONS)
-    return Store(spec, f"{ckpt}/../local")
-
-
-def _log(ckpt: str, kind: str, batch: int) -> None:
-    os.makedirs(f"{ckpt}/{kind}", exist_ok=True)
-    body = ('v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{"spark.sql.shuffle.partitions":"%d"}}\n'
-            % PARTITIONS) if kind == "offsets" else 'v1\n{"nextBatchWatermarkMs":0}'
-    with open(f"{ckpt}/{kind}/{batch}", "w") as f:
-        f.write(body)
-
-
-@pytest.fixture
-def query(tmp_path, backend):
-    """A checkpoint as a two-partition query leaves it after four batches."""
-    ckpt = str(tmp_path / "ckpt")
-    for p in range(PARTITIONS):
-        store = _store(ckpt, p, f"w{p}", backend)
-        for batch in range(BATCHES):
-            store.load(batch)
-            store.apply_batch([kv(100 * batch + 10 * p + i) for i in range(10)])
-            store.commit()
-        store.close()
-    for batch in range(BATCHES):
-        _log(ckpt, "offsets", batch)
-        _log(ckpt, "commits", batch)
-    return ckpt
+from ..engine.conftest import contents, kv
+from .conftest import PARTITIONS, open_store, write_log
 
 
 def _verify(ckpt: str, capsys, *extra: str) -> tuple[int, str]:
@@ -105,14 +70,14 @@ def test_a_damaged_newest_version_is_found_and_rolled_back(query, capsys, backen
 
     # The restarted query runs batch 3 again from version 3, on every partition.
     for p in range(PARTITIONS):
-        store = _store(query, p, f"again{p}", backend)
+        store = open_store(query, p, f"again{p}", backend)
         store.load(3)
         store.apply_batch([kv(1000 + 10 * p + i) for i in range(10)])
         store.commit()
         store.load(4)
         assert len(contents(store)) == 40
         store.close()
-    _log(query, "commits", 3)
+    write_log(query, "commits", 3)
     code, out = _verify(query, capsys)
     assert code == 0 and "loadable versions: 1-4" in out, out
 

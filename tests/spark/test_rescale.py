@@ -6,6 +6,7 @@ it); the restart runs with whatever the rescale pinned, so the test also checks 
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -255,11 +256,12 @@ def test_session_window_4_to_7_with_the_cli(spark, tmp_path, variant):
     case.source.add_all(files[:3])
     run_with(spark, 4, run)
     cli = subprocess.run([sys.executable, "-m", "sparkstate.cli", "rescale", "--checkpoint", case.checkpoint,
-                          "--partitions", "7", "--master", "local[2]"],
+                          "--partitions", "7", "--master", "local[2]", "--json"],
                          capture_output=True, text=True, timeout=300,
                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
     assert cli.returncode == 0, cli.stderr[-3000:]
-    assert "7/7 new partitions written" in cli.stdout and "rescaled" in cli.stdout and "4 -> 7" in cli.stdout
+    summary = json.loads(cli.stdout)  # --json: stdout is the summary alone
+    assert (summary["old_partitions"], summary["new_partitions"]) == (4, 7) and summary["rows"] > 0, summary
     case.source.add_all(files[3:])
     run()
     assert pinned_partitions(case.checkpoint) == 7

@@ -211,30 +211,4 @@ def _delete_store(io: FileIO, location: str) -> None:
             pass
 
 
-def format_report(report: GcReport) -> str:
-    verb = "deleted" if report.deleted else "would delete (dry run)"
-    lines = []
-    for s in report.stores:
-        if s.abandoned:
-            lines.append(f"{s.store}: partition left by a rescale, no retained batch needs it: {verb} whole "
-                         f"({s.versions} versions, {s.files} files)")
-            continue
-        line = (f"{s.store}: {s.versions} versions, {s.files} files, {verb} {len(s.orphans)} orphans "
-                f"({s.orphan_bytes} bytes)")
-        if s.stray_manifests:
-            line += f", {verb} {len(s.stray_manifests)} stray manifests (versions {s.stray_manifests[:5]})"
-        if s.young_unreferenced:
-            line += f", {s.young_unreferenced} unreferenced but too young (kept)"
-        if s.adoptable:
-            line += f", {s.adoptable} background snapshots a next commit may use (kept)"
-        if s.skipped:
-            line += f"; skipped: {s.skipped}"
-        lines.append(line)
-    lines.extend(report.notes)
-    abandoned = sum(1 for s in report.stores if s.abandoned)
-    lines.append(f"total: {len(report.stores)} stores, {verb} {report.orphans} orphans ({report.orphan_bytes} bytes)"
-                 + (f" and {abandoned} abandoned partition stores" if abandoned else ""))
-    return "\n".join(lines)
-
-
-__all__ = ["collect_garbage", "format_report", "GcReport", "StoreGc", "CheckpointError"]
+__all__ = ["collect_garbage", "GcReport", "StoreGc", "CheckpointError"]

@@ -1,0 +1,114 @@
+"""The `sparkstate` command as a new user meets it: help for every command, a version, clear refusals of
+paths that hold no checkpoint (before Spark starts), JSON for scripts, and a quiet end when piped."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from sparkstate import __version__
+from sparkstate.cli import COMMANDS, main
+
+from ..engine.conftest import kv
+from ..inspection.conftest import PARTITIONS, open_store, write_log
+
+
+def _run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sparkstate.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"sparkstate {__version__}"
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_has_help(command, capsys):
+    assert main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: sparkstate {command}"), out[:200]
+
+
+def test_the_overview_lists_the_commands_and_exit_codes(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in COMMANDS) and "exit codes: 0" in out
+
+
+def test_no_command_and_a_wrong_one_are_usage_errors(capsys):
+    assert main([]) == 2
+    assert main(["frobnicate"]) == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_demo_help_shows_choices_and_defaults(capsys):
+    assert main(["demo", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "usage: sparkstate demo" in out and "{rocksdb,heap}" in out and "(default: 8)" in out
+
+
+def test_a_wrong_demo_backend_is_refused_before_anything_is_made(tmp_path):
+    workdir = tmp_path / "demo"
+    proc = _run("demo", "--backend", "foo", "--workdir", str(workdir))
+    assert proc.returncode == 2 and "invalid choice: 'foo'" in proc.stderr and "Traceback" not in proc.stderr
+    proc = _run("demo", "--conf", "spark.sql.streaming.stateStore.sparkstate.backend=foo",
+                "--workdir", str(workdir))
+    assert proc.returncode == 2 and "expected rocksdb, heap" in proc.stderr and "Traceback" not in proc.stderr
+    assert not workdir.exists()
+
+
+def test_a_reader_that_leaves_early_ends_the_output_quietly():
+    proc = subprocess.Popen([sys.executable, "-m", "sparkstate.cli", "conf-docs"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.readline()  # like `| head -1`
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and b"BrokenPipeError" not in err, err
+
+
+@pytest.mark.parametrize("command", ["gc", "verify", "inspect"])
+def test_a_missing_checkpoint_is_refused(command, tmp_path, capsys):
+    assert main([command, "--checkpoint", str(tmp_path / "nonexistent")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_rescale_refuses_a_missing_checkpoint_before_starting_spark(tmp_path):
+    started = time.monotonic()
+    proc = _run("rescale", "--checkpoint", str(tmp_path / "nonexistent"), "--partitions", "3")
+    assert proc.returncode == 1 and "does not exist" in proc.stderr, proc.stderr
+    assert time.monotonic() - started < 20, "Spark was started for a path that is not there"
+    assert "SparkContext" not in proc.stderr
+
+
+@pytest.fixture
+def checkpoint(tmp_path) -> str:
+    ckpt = str(tmp_path / "ckpt")
+    for p in range(PARTITIONS):
+        store = open_store(ckpt, p, f"w{p}", "rocksdb")
+        for batch in range(2):
+            store.load(batch)
+            store.apply_batch([kv(100 * batch + 10 * p + i) for i in range(10)])
+            store.commit()
+        store.close()
+    for batch in range(2):
+        write_log(ckpt, "offsets", batch)
+        write_log(ckpt, "commits", batch)
+    return ckpt
+
+
+@pytest.mark.parametrize("command", [["gc", "--dry-run"], ["verify"], ["inspect"]])
+def test_json_output_is_one_document(command, checkpoint, capsys):
+    assert main([command[0], "--checkpoint", checkpoint, *command[1:], "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["stores"]) == PARTITIONS
+
+
+def test_tables_fit_paths_when_piped(checkpoint):
+    proc = _run("gc", "--checkpoint", checkpoint, "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert os.path.join(checkpoint, "state", "0", "1") in proc.stdout  # not cut to a terminal's width

@@ -1,0 +1,94 @@
+"""`sparkstate inspect`: figures checked against what the stores really hold, the predicted balance against
+the routing rule, the JSON document and the HTML page."""
+from __future__ import annotations
+
+import json
+import os
+from html.parser import HTMLParser
+
+from sparkstate.cli import main as cli_main
+from sparkstate.keygroups import key_group
+
+from ..engine.conftest import contents
+from .conftest import BATCHES, PARTITIONS, open_store
+
+
+def _inspect(ckpt: str, capsys, *extra: str) -> tuple[int, str]:
+    code = cli_main(["inspect", "--checkpoint", ckpt, *extra])
+    return code, capsys.readouterr().out
+
+
+def _truth(ckpt: str, backend: str, version: int) -> dict[int, dict[bytes, bytes]]:
+    """Every partition's entries at `version`, read through the store itself."""
+    out = {}
+    for p in range(PARTITIONS):
+        store = open_store(ckpt, p, f"truth{p}", backend)
+        store.load(version)
+        out[p] = contents(store)
+        store.close()
+    return out
+
+
+def test_figures_match_the_stores_contents(query, capsys, backend):
+    code, out = _inspect(query, capsys, "--json", "--partitions", "3")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["backends"] == [backend] and doc["version"] == BATCHES and doc["lastBatch"] == BATCHES - 1
+    truth = _truth(query, backend, BATCHES)
+    for store in doc["stores"]:
+        entries = truth[store["partitionId"]]
+        assert store["keys"] == len(entries) == 10 * BATCHES
+        assert store["liveBytes"] == sum(len(k) + len(v) for k, v in entries.items())
+        assert [v["version"] for v in store["versions"]] == list(range(1, BATCHES + 1))
+        assert [v["keys"] for v in store["versions"]] == [10 * v for v in range(1, BATCHES + 1)]
+        newest = store["versions"][-1]
+        assert 0 < newest["sharedBytes"] < newest["checkpointBytes"] == store["checkpointBytes"]
+    assert [b["keys"] for b in doc["balance"]] == [[10 * BATCHES] * PARTITIONS]
+    groups = [key_group(k) for entries in truth.values() for k in entries]
+    expected = [sum(1 for g in groups if g % 3 == p) for p in range(3)]
+    assert doc["predicted"][0]["keys"] == expected and doc["predicted"][0]["max"] == max(expected)
+
+
+def test_an_older_batch_and_the_table(query, capsys, backend):
+    code, out = _inspect(query, capsys, "--batch", "1")
+    assert code == 0, out
+    assert "showing version 2" in out and "retained versions 1-4" in out
+    assert f"0/0      {backend}" in out or ("0/0" in out and backend in out)
+    code, out = _inspect(query, capsys, "--batch", "9")
+    assert code == 1
+
+
+def test_the_html_page_stands_alone(query, capsys, tmp_path):
+    page = str(tmp_path / "state.html")
+    code, out = _inspect(query, capsys, "--partitions", "5", "--html", page)
+    assert code == 0 and os.path.getsize(page) > 0
+
+    class Parts(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: list[str] = []
+            self.refs: list[str] = []
+            self.bars = 0
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append(tag)
+            attrs = dict(attrs)
+            self.refs += [v for k, v in attrs.items() if k in ("src", "href") and v]
+            self.bars += tag == "rect" and attrs.get("class") == "bar"
+
+    parts = Parts()
+    parts.feed(open(page, encoding="utf-8").read())
+    assert parts.refs == [], "the page loads nothing from elsewhere"
+    # keys and bytes over 4 versions, keys per partition now (2) and after a rescale to 5
+    assert parts.tags.count("svg") == 4 and parts.bars == 4 + 4 + PARTITIONS + 5
+
+
+def test_files_only_reads_no_state(query, capsys):
+    code, out = _inspect(query, capsys, "--files-only", "--json")
+    doc = json.loads(out)
+    assert code == 0 and all(s["liveBytes"] is None and s["keys"] == 40 for s in doc["stores"])
+
+
+def test_a_path_without_state_is_refused(tmp_path, capsys):
+    assert cli_main(["inspect", "--checkpoint", str(tmp_path / "nothing")]) == 1
+    assert "does not exist" in capsys.readouterr().err
