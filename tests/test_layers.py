@@ -2,7 +2,7 @@
 
     worker -> engine -> checkpoint -> storage          (a layer may use the ones below it, never above)
     config, errors, liveness, keygroups, units         (ground: any layer may use them; they use no layer)
-    rescaling, inspection, cli                          (tools beside the layers: they use the layers,
+    rescaling, migration, inspection, cli               (tools beside the layers: they use the layers,
                                                          no layer uses them)
 
 Read from the source with `ast` (every import statement, at module level or inside a function), so it
@@ -16,7 +16,7 @@ import os
 PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "provider", "sparkstate")
 LAYERS = {"storage": 1, "checkpoint": 2, "engine": 3, "worker": 4}
 GROUND = {"config", "errors", "liveness", "keygroups", "units"}
-TOOLS = {"rescaling", "inspection", "cli"}
+TOOLS = {"rescaling", "migration", "inspection", "cli"}
 
 
 def _modules() -> dict[str, str]:

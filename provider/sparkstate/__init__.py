@@ -12,7 +12,7 @@ from typing import Any
 from .config import PREFIX, PROVIDER_CLASS, PROVIDER_CLASS_KEY, Settings
 
 __version__ = "0.1.0"
-__all__ = ["jar_path", "configure", "rescale", "PROVIDER_CLASS", "__version__"]
+__all__ = ["jar_path", "configure", "rescale", "migrate", "PROVIDER_CLASS", "__version__"]
 
 
 def jar_path() -> str:
@@ -52,3 +52,15 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, **options: Any) ->
     """
     from .rescaling import rescale as _rescale
     return _rescale(spark, checkpoint, num_partitions, **options)
+
+
+def migrate(spark: Any, checkpoint: str, to: str = "sparkstate", **options: Any) -> Any:
+    """Move the state of a stopped query to another state store provider: `to` is "sparkstate" (with
+    `backend="rocksdb"` or `"heap"`), "hdfs" or "rocksdb" (Spark's providers).
+
+    Runs one Spark job on `spark` (whose session must have the sparkstate jar: `sparkstate.configure`) and
+    returns a `sparkstate.migration.MigrationSummary`; a plain restart of the unchanged query, with the new
+    provider in its conf, continues from the migrated state. See `sparkstate.migration`.
+    """
+    from .migration import migrate as _migrate
+    return _migrate(spark, checkpoint, to, **options)

@@ -61,6 +61,10 @@ class RescaleError(SparkstateError):
     """A rescale was refused or failed; the message says why and what to do."""
 
 
+class MigrationError(SparkstateError):
+    """A migration between state store providers was refused or failed; the message says why and what to do."""
+
+
 class LocalDiskError(StorageError):
     """A local file system refused a write (full, read-only, no permission); names the path."""
 

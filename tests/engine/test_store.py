@@ -474,3 +474,30 @@ def test_load_errors_name_the_versions_a_roll_back_can_go_to(new_store):
     reader = new_store("cold-4")
     reader.load(3)
     assert len(contents(reader)) == 30
+
+
+def test_load_empty_writes_a_whole_state_as_one_new_version(new_store):
+    """Spark's loadEmpty (what migration between providers writes with): the new version holds exactly
+    what was put after it, names no file of an earlier version, and reloads in a fresh instance."""
+    s = new_store()
+    for v in range(3):
+        s.load(v)
+        s.apply_batch([kv(10 * v + i) for i in range(10)])
+        s.commit()
+    s.load_empty(7)
+    assert s.metrics().num_keys == 0 and contents(s) == {}
+    s.apply_batch([kv(100 + i, b"m") for i in range(5)])
+    assert s.commit().version == 8
+    manifest = s.file_manager.read_manifest(8)
+    assert manifest.num_keys == 5
+    assert all(ref.remote.startswith("8-") for ref in manifest.shared_files), manifest.shared_files
+    fresh = new_store("inst-2")
+    fresh.load(8)
+    assert contents(fresh) == dict(kv(100 + i, b"m") for i in range(5))
+    fresh.load(3)  # the versions before it stay as they were
+    assert len(contents(fresh)) == 30
+    s.load(8)
+    s.apply_batch([kv(200)])
+    s.commit()
+    fresh.load(9)
+    assert len(contents(fresh)) == 6

@@ -14,7 +14,7 @@ from sparkstate.checkpoint.spark_logs import SparkLogs, is_single_partition_key,
 from sparkstate.errors import SparkCheckpointError
 from sparkstate.rescaling import RescaleError, build_plan
 from sparkstate.rescaling.plan import Plan
-from sparkstate.rescaling.runner import _Lock, _publish, _remove_staging
+from sparkstate.rescaling.runner import CheckpointToolLock, _publish, _remove_staging
 from sparkstate.rescaling.task import rescale_partition, rescale_partitions
 from sparkstate.rescaling.verify import verify_join_state, verify_routing
 from sparkstate.storage import fileio_for
@@ -28,8 +28,8 @@ BACKENDS = ["rocksdb", "heap"]
 def offline_rescale(ck: fake.FakeCheckpoint, n: int) -> list[dict]:
     """What `sparkstate.rescale` does, with the Spark job replaced by a loop."""
     fio = fileio_for(ck.path)
-    lock = _Lock(fio, ck.path)
-    lock.acquire(n)
+    lock = CheckpointToolLock(fio, ck.path)
+    lock.acquire(f"rescale to {n} partitions")
     try:
         plan = build_plan(ck.path, n, ck.settings_conf)
         results, errors = [], []
@@ -205,17 +205,17 @@ def test_refuses_other_providers_and_unknown_operators(tmp_path):
 
 def test_second_rescale_is_refused_while_one_holds_the_lock(tmp_path):
     fio = fileio_for(str(tmp_path))
-    first = _Lock(fio, str(tmp_path))
-    first.acquire(7)
+    first = CheckpointToolLock(fio, str(tmp_path))
+    first.acquire("rescale to 7 partitions")
     with pytest.raises(RescaleError, match="another rescale"):
-        _Lock(fio, str(tmp_path)).acquire(5)
+        CheckpointToolLock(fio, str(tmp_path)).acquire("rescale to 5 partitions")
     first.release()
     # a lock left by a dead process is taken over
     path = os.path.join(str(tmp_path), "sparkstate-rescale", "lock")
     with open(path, "w") as f:
         json.dump({"pid": 2**22 + 12345, "host": os.uname().nodename, "partitions": 3}, f)
-    again = _Lock(fio, str(tmp_path))
-    again.acquire(5)
+    again = CheckpointToolLock(fio, str(tmp_path))
+    again.acquire("rescale to 5 partitions")
     again.release()
 
 

@@ -29,6 +29,17 @@ from ..storage import FileIO
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 PROVIDER_CLASS_CONF = "spark.sql.streaming.stateStore.providerClass"
 _BATCH_RE = re.compile(r"^\d+$")
+# The stateful operators sparkstate serves (operator metadata names), with what users call them
+SUPPORTED_OPERATORS = {
+    "stateStoreSave": "streaming aggregation",
+    "dedupe": "dropDuplicates",
+    "dedupeWithinWatermark": "dropDuplicatesWithinWatermark",
+    "symmetricHashJoin": "stream-stream join",
+    "sessionWindowStateStoreSaveExec": "session window",
+    "flatMapGroupsWithState": "flatMapGroupsWithState",
+    "applyInPandasWithState": "applyInPandasWithState",
+    "globalLimit": "streaming limit",
+}
 
 
 @dataclass(frozen=True)
@@ -49,9 +60,14 @@ class OffsetEntry:
     def with_partitions(self, num_partitions: int) -> str:
         """This entry's content with the pinned partition count replaced (what Spark's repartition
         writes as batch N+1: same offsets, watermark and timestamp, new `spark.sql.shuffle.partitions`)."""
+        return self.with_conf({SHUFFLE_PARTITIONS: str(num_partitions)})
+
+    def with_conf(self, changes: dict[str, str]) -> str:
+        """This entry's content with the given conf entries set (Spark restores a restarting query's
+        pinned confs, the partition count and the state store provider among them, from its newest entry)."""
         lines = self.raw.split("\n")
         meta = json.loads(lines[1])
-        meta.setdefault("conf", {})[SHUFFLE_PARTITIONS] = str(num_partitions)
+        meta.setdefault("conf", {}).update(changes)
         lines[1] = json.dumps(meta, separators=(",", ":"), ensure_ascii=False)
         return "\n".join(lines)
 

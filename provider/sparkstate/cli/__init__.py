@@ -15,7 +15,7 @@ from .console import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, Output
 # name -> module below this package, in the order `--help` lists them
 COMMANDS = {
     "demo": "demo", "jar": "jar", "conf-docs": "conf_docs",
-    "inspect": "inspect", "verify": "verify", "gc": "gc", "rescale": "rescale",
+    "inspect": "inspect", "verify": "verify", "gc": "gc", "rescale": "rescale", "migrate": "migrate",
 }
 
 EPILOG = f"""\

@@ -89,13 +89,17 @@ def run(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
-def start_spark(app_name: str, master: str | None, conf: list[str]):
-    """A SparkSession for an offline job, and the --conf pairs it was given."""
+def start_spark(app_name: str, master: str | None, conf: list[str], with_sparkstate: bool = False):
+    """A SparkSession for an offline job (`with_sparkstate`: with our jar and worker interpreter), and the
+    --conf pairs it was given."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
     builder = builder.master(master or "local[*]")
+    if with_sparkstate:
+        from .. import configure
+        builder = configure(builder)
     extra = {}
     for item in conf:
         key, _, value = item.partition("=")

@@ -121,6 +121,11 @@ class Backend(ABC):
         and later versions, if this backend still holds it; False: the store restores from the checkpoint."""
         return False
 
+    def start_empty_at(self, version: int) -> None:
+        """This freshly built, empty backend stands for `version` (Spark's `loadEmpty`); its next commit
+        writes version+1 naming no file of an earlier version. Backends whose versions do not reach back
+        to earlier files (RocksDB: every manifest lists the whole database) need nothing."""
+
     def maintenance_snapshot(self) -> None:
         """Periodic maintenance hook (Spark's maintenance thread, under the store lock); must not block."""
 

@@ -192,6 +192,24 @@ class Store:
             self._custom["sparkstateCheckpointLoads"] = int(restored)
             return LoadResult(version=version, load_ms=load_ms, source=source)
 
+    def load_empty(self, version: int) -> LoadResult:
+        """Start empty at `version`, whatever the checkpoint holds (Spark's `loadEmpty`, for tools that write
+        a whole state as one version: migration between providers); the next commit writes version+1."""
+        if version < 0:
+            raise VersionNotFoundError(f"cannot start negative version {version} of {self.spec.describe()}")
+        with self._lock:
+            t0 = time.perf_counter()
+            self._close_backend()
+            self._state = State.CLOSED
+            self._backend = self._builder(self._ctx, None)
+            self._backend.start_empty_at(version)
+            self._version, self._dirty, self._state = version, True, State.LOADED
+            self._head = version
+            load_ms = _ms_since(t0)
+            self._custom["sparkstateLoadMs"] = load_ms
+            self._custom["sparkstateCheckpointLoads"] = 0
+            return LoadResult(version=version, load_ms=load_ms, source="empty")
+
     def _check_manifest(self, manifest: Manifest | None) -> None:
         """Refuse a manifest of another store or backend before any backend reads it."""
         if manifest is None:

@@ -15,6 +15,7 @@ from typing import Any
 from ..checkpoint.location import open_file_manager, spark_store_location
 from ..checkpoint.spark_logs import (
     PROVIDER_CLASS_CONF,
+    SUPPORTED_OPERATORS,
     SparkLogs,
     is_single_partition_key,
     parse_state_schema,
@@ -26,16 +27,6 @@ from ..storage import FileIO, fileio_for, join_path
 from ..storage.local import local_path_or_none
 
 # operatorName in v1 operator metadata -> stateful operators sparkstate serves (contract §8).
-SUPPORTED_OPERATORS = {
-    "stateStoreSave": "streaming aggregation",
-    "dedupe": "dropDuplicates",
-    "dedupeWithinWatermark": "dropDuplicatesWithinWatermark",
-    "symmetricHashJoin": "stream-stream join",
-    "sessionWindowStateStoreSaveExec": "session window",
-    "flatMapGroupsWithState": "flatMapGroupsWithState",
-    "applyInPandasWithState": "applyInPandasWithState",
-    "globalLimit": "streaming limit",
-}
 JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues",
                "right-keyWithIndexToValue")
 STAGING_DIR = "sparkstate-rescale"

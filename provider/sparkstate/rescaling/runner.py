@@ -99,8 +99,8 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str,
     settings_conf = _sparkstate_conf(spark)
     settings_conf.update({k: v for k, v in (conf or {}).items() if k.startswith(PREFIX)})
     fio = fileio_for(checkpoint)
-    lock = _Lock(fio, checkpoint)
-    lock.acquire(num_partitions)
+    lock = CheckpointToolLock(fio, checkpoint)
+    lock.acquire(f"rescale to {num_partitions} partitions")
     try:
         plan = build_plan(checkpoint, num_partitions, settings_conf, fio)
         for sink in file_sinks:
@@ -158,17 +158,18 @@ def _sparkstate_conf(spark: Any) -> dict[str, str]:
     return out
 
 
-class _Lock:
-    """`<ckpt>/sparkstate-rescale/lock`, created put-if-absent. A lock left by a dead process on this
-    host is taken over; otherwise a second rescale is refused."""
+class CheckpointToolLock:
+    """`<ckpt>/sparkstate-rescale/lock`, created put-if-absent, held by a rescale or a migration while it
+    rewrites the checkpoint. A lock left by a dead process on this host is taken over; otherwise a second
+    rescale or migration is refused."""
 
     def __init__(self, fio: FileIO, checkpoint: str) -> None:
         self.fio, self.path = fio, join_path(checkpoint, STAGING_DIR, "lock")
         self.held = False
 
-    def acquire(self, num_partitions: int) -> None:
+    def acquire(self, task: str) -> None:
         me = {"pid": os.getpid(), "host": socket.gethostname(), "startedMs": int(time.time() * 1000),
-              "partitions": num_partitions}
+              "task": task}
         for _ in range(2):
             if self.fio.create_exclusive(self.path, json.dumps(me).encode()):
                 self.held = True
@@ -178,13 +179,13 @@ class _Lock:
             except (FileNotFoundError, ValueError):
                 continue
             if other.get("host") == me["host"] and not _pid_alive(int(other.get("pid", -1))):
-                self.fio.delete_many([self.path])  # its owner died (killed rescale): take over
+                self.fio.delete_many([self.path])  # its owner died (killed rescale or migration): take over
                 continue
             raise RescaleError(
-                f"another rescale (pid {other.get('pid')} on {other.get('host')}, to {other.get('partitions')} "
-                f"partitions, started at {other.get('startedMs')} ms) holds {self.path}; wait for it, or "
-                "delete that file if it is certainly dead")
-        raise RescaleError(f"could not take the rescale lock {self.path}")
+                f"another {other.get('task') or 'rescale'} (pid {other.get('pid')} on {other.get('host')}, "
+                f"started at {other.get('startedMs')} ms) holds {self.path}; wait for it, or delete that file "
+                "if it is certainly dead")
+        raise RescaleError(f"could not take the lock {self.path}")
 
     def release(self) -> None:
         if self.held:

@@ -64,6 +64,11 @@ class WorkerControl:
         return json.dumps({"version": result.version, "loadMs": result.load_ms, "source": result.source})
 
     @_reported
+    def loadEmpty(self, handle: int, version: int) -> str:  # noqa: N802 - the Java interface's name
+        result = self._registry.get(handle).load_empty(int(version))
+        return json.dumps({"version": result.version, "loadMs": result.load_ms, "source": result.source})
+
+    @_reported
     def commit(self, handle: int) -> str:
         # The metrics ride along in the shape of metrics(): Spark reads them right after every commit,
         # and this spares the shim a second call per store per batch.

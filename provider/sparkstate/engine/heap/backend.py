@@ -57,6 +57,11 @@ class HeapBackend(Backend):
         self._head.chain = chain
         self._committed: dict[int, View] = {version: self._head}  # commit order == chain order
 
+    def start_empty_at(self, version: int) -> None:
+        # The empty state needs no file: the first delta (version+1) replays onto nothing, which is what a
+        # chain without a full snapshot means. Based at `version`, no later commit adopts an earlier file.
+        self._reset({}, version, Chain(None, version, ()))
+
     def _check_open(self) -> None:
         if self._closed:
             raise StoreStateError("heap backend is closed")

@@ -138,6 +138,11 @@ final class EmbeddedWorker extends Worker {
     }
 
     @Override
+    public String loadEmpty(int handle, long version) {
+      return text("loadEmpty", handle, version);
+    }
+
+    @Override
     public String commit(int handle) {
       return text("commit", handle);
     }

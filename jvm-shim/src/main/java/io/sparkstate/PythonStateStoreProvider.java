@@ -219,9 +219,8 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
     if (version < 0) {
       throw new IllegalArgumentException("version cannot be negative: " + version + " (" + describe(version) + ")");
     }
-    if (loadEmpty) {
-      throw new UnsupportedOperationException("sparkstate does not support loadEmpty=true (offline state "
-          + "repartition, which Spark reserves for RocksDBStateStoreProvider)");
+    if (loadEmpty && readOnly) {
+      throw new IllegalArgumentException("loadEmpty asks for a store to write: " + describe(version));
     }
     if (ckptId != null && ckptId.isDefined()) {
       throw new UnsupportedOperationException("sparkstate supports only checkpoint format 1, but a state "
@@ -231,7 +230,8 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
     Worker worker = lease.worker();
     try {
       int h = placeOn(worker, version);
-      JsonNode loaded = Json.parse(worker.control().load(h, version), "load");
+      JsonNode loaded = Json.parse(loadEmpty ? worker.control().loadEmpty(h, version)
+          : worker.control().load(h, version), "load");
       long got = loaded.path("version").asLong(version);
       if (got != version) {
         throw new IllegalStateException(describe(version) + ": the worker loaded version " + got);

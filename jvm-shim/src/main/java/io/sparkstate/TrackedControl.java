@@ -50,6 +50,16 @@ final class TrackedControl implements WorkerControl {
   }
 
   @Override
+  public String loadEmpty(int handle, long version) {
+    tracker.beginCall("loadEmpty", handle);
+    try {
+      return target.get().loadEmpty(handle, version);
+    } finally {
+      tracker.endCall();
+    }
+  }
+
+  @Override
   public String commit(int handle) {
     tracker.beginCall("commit", handle);
     try {

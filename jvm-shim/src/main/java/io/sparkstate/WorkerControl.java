@@ -16,6 +16,12 @@ public interface WorkerControl {
   /** Loads committed {@code version}; returns {@code {"version", "loadMs", "source"}}. */
   String load(int handle, long version);
 
+  /**
+   * Starts the store empty at {@code version} (Spark's {@code loadEmpty}: offline tools that write a whole
+   * state as one new version); the next commit writes version+1. Returns what {@link #load} returns.
+   */
+  String loadEmpty(int handle, long version);
+
   /** Makes version+1 durable; returns {@code {"version": newVersion, "metrics": {...}}}. */
   String commit(int handle);
 

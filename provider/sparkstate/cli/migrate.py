@@ -1,0 +1,59 @@
+"""`sparkstate migrate`: move a stopped query's state between state store providers."""
+from __future__ import annotations
+
+import argparse
+
+from .common import add_json_argument
+from .console import EXIT_OK, EXIT_PROBLEM, Output
+
+HELP = "move a stopped query's state between Spark's providers (hdfs, rocksdb) and sparkstate"
+DESCRIPTION = """\
+Move the state of a STOPPED query to another state store provider: from Spark's HDFS or RocksDB provider
+to sparkstate (--to sparkstate [--backend rocksdb|heap]), or back (--to hdfs, --to rocksdb). Runs as a
+Spark job (local[*] unless --master) that reads every store through the source provider and writes it
+through the target provider as one new batch, verifies key counts and checksums, then records the new
+provider in the checkpoint. Restart the unchanged query with the new provider set (and, for sparkstate,
+its jar). The source provider's files stay; an interrupted run changes nothing Spark reads, and running
+it again finishes."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", required=True, metavar="PATH", help="the query's checkpointLocation")
+    p.add_argument("--to", required=True, choices=("sparkstate", "hdfs", "rocksdb"), help="the target provider")
+    p.add_argument("--backend", choices=("rocksdb", "heap"), help="with --to sparkstate: its backend (default "
+                                                                   "rocksdb)")
+    p.add_argument("--file-sink", action="append", default=[], metavar="PATH",
+                   help="output path of a file sink of the query (repeatable): its log gets the migration's batch")
+    p.add_argument("--master", default=None, help="Spark master for the job (default local[*])")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra Spark conf, e.g. the query's spark.sql.streaming.stateStore.* settings")
+    add_json_argument(p)
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    from ..errors import SparkstateError
+    from .rescale import check_before_spark, start_spark
+
+    if args.backend and args.to != "sparkstate":
+        out.error("migrate", f"--backend applies to --to sparkstate only (got --to {args.to})")
+        return EXIT_PROBLEM
+    try:
+        check_before_spark(args.checkpoint, args.conf)
+    except SparkstateError as e:
+        out.error("migrate", f"refused: {e}")
+        return EXIT_PROBLEM
+    from ..migration import migrate
+
+    spark, _ = start_spark("sparkstate-migrate", args.master, args.conf, with_sparkstate=True)
+    try:
+        with out.progress("migrate", None) as bar:
+            summary = migrate(spark, args.checkpoint, args.to, backend=args.backend, file_sinks=args.file_sink,
+                              progress=lambda done, total: bar.update(done, total, "partitions"))
+    except SparkstateError as e:
+        out.error("migrate", f"refused/failed: {e}")
+        return EXIT_PROBLEM
+    finally:
+        spark.stop()
+    out.line(summary.describe())
+    out.document(summary)
+    return EXIT_OK

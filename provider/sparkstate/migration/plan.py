@@ -1,0 +1,185 @@
+"""What a migration between state store providers will do, decided from the checkpoint alone.
+
+A migration adds one batch to the query, the way Spark's offline repartition and `sparkstate rescale` do:
+with B the last committed batch, every store's version B+1 (the state after batch B) is read through the
+source provider and written through the target provider as version B+2, the state after the new batch
+B+1. That batch's offset log entry repeats batch B's offsets (it reads no new input) with the target
+provider's class in its conf, which is where a restarting query takes its provider from; its commit log
+entry is written last. The source provider's files stay where they are, and every version the target
+writes is newer than anything either provider wrote before, so migrating back and forth never overwrites
+a file.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..checkpoint.location import spark_store_location
+from ..checkpoint.spark_logs import (
+    PROVIDER_CLASS_CONF,
+    SUPPORTED_OPERATORS,
+    SparkLogs,
+    is_single_partition_key,
+    parse_state_schema,
+    read_operator_metadata,
+)
+from ..config import PROVIDER_CLASS
+from ..errors import CheckpointError, MigrationError
+from ..storage import FileIO, join_path
+
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PROVIDERS = {"sparkstate": PROVIDER_CLASS, "hdfs": HDFS_PROVIDER, "rocksdb": ROCKSDB_PROVIDER}
+
+
+def provider_name(cls: str | None) -> str:
+    return next((name for name, c in PROVIDERS.items() if c == cls), cls or "unknown")
+
+
+@dataclass(frozen=True)
+class StoreToCopy:
+    operator_id: int
+    operator_name: str
+    store_name: str
+    num_cols_prefix_key: int
+    single_partition: bool
+    key_schema: str    # StructType JSON
+    value_schema: str
+
+
+@dataclass(frozen=True)
+class MigrationPlan:
+    checkpoint: str
+    source_class: str
+    target_class: str
+    backend: str | None          # the target's sparkstate backend (None: not sparkstate)
+    last_committed_batch: int    # B
+    partitions: int
+    stores: tuple[StoreToCopy, ...]
+    resume: bool = False         # batch B+1 is this migration's, written by an interrupted run
+    source_conf: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def new_batch(self) -> int:
+        return self.last_committed_batch + 1
+
+    @property
+    def source_version(self) -> int:
+        return self.last_committed_batch + 1
+
+    @property
+    def target_version(self) -> int:
+        return self.last_committed_batch + 2
+
+    def expected_results(self) -> set[tuple[int, str, int]]:
+        """(operator, store, partition) of every store the copy must report."""
+        return {(s.operator_id, s.store_name, p) for s in self.stores
+                for p in ([0] if s.single_partition else range(self.partitions))}
+
+    def describe(self) -> str:
+        return (f"{provider_name(self.source_class)} -> {provider_name(self.target_class)}"
+                + (f" ({self.backend} backend)" if self.backend else ""))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO) -> MigrationPlan:
+    """Check the checkpoint and decide the migration, or raise MigrationError saying why not; reads only."""
+    if to not in PROVIDERS:
+        raise MigrationError(f"--to must be one of {', '.join(PROVIDERS)}, got {to!r}")
+    if backend is not None and to != "sparkstate":
+        raise MigrationError(f"--backend applies to --to sparkstate only (got --to {to})")
+    target = PROVIDERS[to]
+    logs = SparkLogs(fio, checkpoint)
+    offsets, commits = logs.offset_batches(), logs.commit_batches()
+    if not offsets:
+        raise MigrationError(f"{checkpoint} has no offset log: not a streaming checkpoint, or the query never ran")
+    if not commits:
+        raise MigrationError(f"{checkpoint} has no committed batch: run the query at least one batch first")
+    last, resume = commits[-1], False
+    if offsets[-1] == last + 1 and logs.read_offset(last + 1).conf.get(PROVIDER_CLASS_CONF) == target \
+            and logs.read_offset(last).conf.get(PROVIDER_CLASS_CONF) != target:
+        resume = True  # an interrupted migration to the same provider wrote batch B+1's offsets
+    elif offsets[-1] > last:
+        raise MigrationError(f"batch {offsets[-1]} was started but never committed (last committed: {last}): "
+                             "restart the query so it finishes that batch, stop it, then migrate")
+    try:
+        logs.read_commit(last)
+    except CheckpointError as e:
+        raise MigrationError(f"{e}; a checkpoint format version 2 checkpoint cannot be migrated") from None
+    entry = logs.read_offset(last)
+    source = entry.conf.get(PROVIDER_CLASS_CONF) or HDFS_PROVIDER
+    if source == target:
+        raise MigrationError(f"the query of {checkpoint} already runs on {provider_name(source)} ({source})")
+    if source not in PROVIDERS.values():
+        raise MigrationError(f"the query runs on provider {source}; sparkstate migrates between "
+                             f"{', '.join(PROVIDERS)} only")
+    partitions = entry.shuffle_partitions
+    if partitions is None:
+        raise MigrationError(f"offset log entry {last} does not pin the partition count")
+    stores = tuple(_stores(fio, checkpoint))
+    source_conf = {k: v for k, v in entry.conf.items() if k != PROVIDER_CLASS_CONF}
+    if source == ROCKSDB_PROVIDER and _has_changelog(fio, checkpoint):
+        source_conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] = "true"
+    return MigrationPlan(checkpoint=checkpoint, source_class=source, target_class=target,
+                         backend=(backend or "rocksdb") if to == "sparkstate" else None,
+                         last_committed_batch=last, partitions=partitions, stores=stores, resume=resume,
+                         source_conf=source_conf)
+
+
+def _stores(fio: FileIO, checkpoint: str) -> list[StoreToCopy]:
+    state = join_path(checkpoint, "state")
+    stores = []
+    op = 0
+    while fio.exists(join_path(state, str(op), "_metadata", "metadata")):
+        try:
+            meta = read_operator_metadata(fio, join_path(state, str(op), "_metadata", "metadata"))
+        except CheckpointError as e:
+            raise MigrationError(f"{e}; transformWithState state cannot be migrated") from None
+        if meta.operator_name not in SUPPORTED_OPERATORS:
+            raise MigrationError(f"operator {op} is {meta.operator_name!r}, whose state sparkstate cannot "
+                                 f"migrate exactly; supported: {', '.join(sorted(set(SUPPORTED_OPERATORS.values())))}")
+        for info in meta.stores:
+            path = join_path(spark_store_location(checkpoint, op, 0, info.store_name), "_metadata", "schema")
+            try:
+                key, value = parse_state_schema(fio.read_bytes(path), path)
+            except FileNotFoundError:
+                raise MigrationError(f"state schema {path} is missing: cannot open operator {op} store "
+                                     f"{info.store_name} without its key and value schema") from None
+            stores.append(StoreToCopy(op, meta.operator_name, info.store_name, info.num_cols_prefix_key,
+                                      is_single_partition_key(key, info.num_cols_prefix_key),
+                                      json.dumps(key), json.dumps(value)))
+        op += 1
+    if not stores:
+        raise MigrationError(f"{checkpoint} has no state (no stateful operator): nothing to migrate; a "
+                             "stateless query can change its provider setting directly")
+    return stores
+
+
+def _has_changelog(fio: FileIO, checkpoint: str) -> bool:
+    try:
+        return any(i.name.endswith(".changelog") for i in fio.list_info(join_path(checkpoint, "state"), recursive=True))
+    except OSError:
+        return False
+
+
+def plan_for_job(plan: MigrationPlan, conf: dict[str, str], hadoop_conf: dict[str, str],
+                 state_root: str) -> dict[str, Any]:
+    """The JSON the JVM copy job (`io.sparkstate.tools.StateCopy`) reads."""
+    from ..config import PREFIX
+    target_conf = {PREFIX + "backend": plan.backend} if plan.backend else {}
+    # the partition count the stores were written with (Spark hands it to providers in the Hadoop conf;
+    # sparkstate's shim checks every key's routing by it)
+    hadoop_conf = {**hadoop_conf, "spark.sql.streaming.internal.stateStore.partitions": str(plan.partitions),
+                   "spark.sql.shuffle.partitions": str(plan.partitions)}
+    return {
+        "stateRoot": state_root, "sourceClass": plan.source_class, "targetClass": plan.target_class,
+        "sourceVersion": plan.source_version, "targetBaseVersion": plan.source_version,
+        "partitions": plan.partitions, "conf": conf, "sourceConf": plan.source_conf, "targetConf": target_conf,
+        "hadoopConf": hadoop_conf,
+        "stores": [{"operatorId": s.operator_id, "storeName": s.store_name, "keySchema": s.key_schema,
+                    "valueSchema": s.value_schema, "numColsPrefixKey": s.num_cols_prefix_key,
+                    "singlePartition": s.single_partition} for s in plan.stores],
+    }

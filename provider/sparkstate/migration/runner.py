@@ -1,0 +1,185 @@
+"""`sparkstate.migrate()`: move a stopped query's state to another state store provider (driver side).
+
+1. Plan from the checkpoint (`plan.build_plan`), under the lock rescale and migrate share.
+2. The copy job (`io.sparkstate.tools.StateCopy`, in the jar): per partition, every store's version B+1
+   read through the source provider, written through the target provider as version B+2 and read back.
+3. Verify: every store reported, with the same key count and checksum on both sides.
+4. Publish, Spark's logs last: the file sinks' empty entries for batch B+1, the offset log entry B+1
+   (batch B's offsets, the target provider's class), then the commit log entry B+1.
+
+Until step 4 writes the commit log entry, Spark's view of the checkpoint is unchanged: the target's files
+are versions no log names yet. A crash before it leaves the query restartable on the source provider and
+a re-run finishes (it recognises its own offset log entry B+1 and writes the same versions again).
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from ..checkpoint.spark_logs import PROVIDER_CLASS_CONF, SparkLogs
+from ..config import PREFIX
+from ..errors import MigrationError, RescaleError
+from ..rescaling.file_sink import COMPACT_INTERVAL_KEY, check_file_sink, compact_interval_setting, record_empty_batch
+from ..rescaling.plan import normalize_checkpoint
+from ..rescaling.runner import CheckpointToolLock, _refuse_if_running_here
+from ..storage import fileio_for, join_path
+from .plan import MigrationPlan, build_plan, plan_for_job
+
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass
+class MigrationSummary:
+    checkpoint: str
+    source: str
+    target: str
+    backend: str | None
+    batch_id: int          # the migration's batch
+    state_version: int     # the version every target store was written as
+    stores: int
+    rows: int
+    bytes: int             # key + value bytes copied
+    seconds: float
+
+    def describe(self) -> str:
+        return (f"migrated {self.checkpoint}: {self.source} -> {self.target}"
+                + (f" ({self.backend} backend)" if self.backend else "")
+                + f" as batch {self.batch_id} (state version {self.state_version}); {self.stores} store(s), "
+                f"{self.rows} entries, {self.bytes / 1e6:.1f} MB, key counts and checksums verified, in "
+                f"{self.seconds:.1f} s. Restart the query with spark.sql.streaming.stateStore.providerClass="
+                f"{self.target}" + (" and the sparkstate jar" if self.backend else ""))
+
+
+def migrate(spark: Any, checkpoint: str, to: str, *, backend: str | None = None, file_sinks: Sequence[str] = (),
+            progress: ProgressFn | None = None) -> MigrationSummary:
+    """Move the state of the stopped query at `checkpoint` to provider `to` ("sparkstate", "hdfs",
+    "rocksdb"; `backend` for sparkstate's). See the module doc."""
+    t0 = time.perf_counter()
+    checkpoint = normalize_checkpoint(checkpoint)
+    fio = fileio_for(checkpoint)
+    _refuse_if_running(spark, checkpoint)
+    lock = CheckpointToolLock(fio, checkpoint)
+    try:
+        lock.acquire(f"migration to {to}")
+    except RescaleError as e:
+        raise MigrationError(str(e)) from None
+    try:
+        plan = build_plan(checkpoint, to, backend, fio)
+        if not plan.resume:
+            for sink in file_sinks:
+                check_file_sink(fileio_for(sink), sink, plan.last_committed_batch)
+        interval = compact_interval_setting(spark.conf.get(COMPACT_INTERVAL_KEY, None))
+        results = _run_job(spark, plan, progress)
+        _verify(plan, results)
+        _refuse_if_running(spark, checkpoint)
+        _publish(plan, fio, file_sinks, interval)
+    finally:
+        lock.release()
+    return MigrationSummary(
+        checkpoint=checkpoint, source=plan.describe().split(" -> ")[0], target=plan.target_class,
+        backend=plan.backend, batch_id=plan.new_batch, state_version=plan.target_version, stores=len(results),
+        rows=sum(r["targetRows"] for r in results), bytes=sum(r["bytes"] for r in results),
+        seconds=time.perf_counter() - t0)
+
+
+def _refuse_if_running(spark: Any, checkpoint: str) -> None:
+    try:
+        _refuse_if_running_here(spark, checkpoint)
+    except RescaleError as e:
+        raise MigrationError(str(e).replace("rescaling", "migrating")) from None
+
+
+def _job_conf(spark: Any, plan: MigrationPlan) -> tuple[dict[str, str], dict[str, str]]:
+    """(the SQL conf both providers run with, the Hadoop conf) for the copy job."""
+    conf = {k: v for k, v in spark.conf.getAll.items()
+            if k.startswith(("spark.sql.streaming.", PREFIX)) and k != PROVIDER_CLASS_CONF}
+    conf.update({k: v for k, v in spark.sparkContext.getConf().getAll()
+                 if k.startswith(PREFIX) and k not in conf})
+    conf.pop(PREFIX + "backend", None)  # the target's is set per side
+    hadoop = {k[len("spark.hadoop."):]: v for k, v in spark.sparkContext.getConf().getAll()
+              if k.startswith("spark.hadoop.")}
+    return conf, hadoop
+
+
+def _run_job(spark: Any, plan: MigrationPlan, progress: ProgressFn | None) -> list[dict[str, Any]]:
+    conf, hadoop = _job_conf(spark, plan)
+    doc = plan_for_job(plan, conf, hadoop, join_path(plan.checkpoint, "state"))
+    group = f"sparkstate-migrate-{time.time_ns()}"
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            spark.sparkContext.setJobGroup(group, "sparkstate migrate", interruptOnCancel=True)
+            box["answer"] = spark._jvm.io.sparkstate.tools.StateCopy.run(spark._jsparkSession, json.dumps(doc))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            box["error"] = e
+
+    worker = threading.Thread(target=run, name="sparkstate-migrate", daemon=True)
+    worker.start()
+    tracker = spark.sparkContext.statusTracker()
+    while worker.is_alive():
+        worker.join(0.5)
+        if progress:
+            done = sum(info.numCompletedTasks for sid in _stages(tracker, group)
+                       if (info := tracker.getStageInfo(sid)) is not None)
+            progress(done, plan.partitions)
+    if "error" in box:
+        raise MigrationError(f"the copy job failed; the checkpoint is unchanged (the query restarts on "
+                             f"{plan.source_class}) and re-running the command starts over: "
+                             f"{_short(box['error'])}") from box["error"]
+    if progress:
+        progress(plan.partitions, plan.partitions)
+    return json.loads(box["answer"])
+
+
+def _stages(tracker: Any, group: str) -> list[int]:
+    stages = []
+    for job in tracker.getJobIdsForGroup(group):
+        info = tracker.getJobInfo(job)
+        if info is not None:
+            stages.extend(info.stageIds)
+    return stages
+
+
+def _short(error: BaseException) -> str:
+    text = str(error)
+    for marker in ("MigrationError", "IOException: ", "Exception: "):
+        if marker in text:
+            text = text[text.index(marker) + len(marker):]
+            break
+    return text.strip().split("\n\tat ")[0][:1500]
+
+
+def _verify(plan: MigrationPlan, results: list[dict[str, Any]]) -> None:
+    got = {(r["operatorId"], r["storeName"], r["partition"]) for r in results}
+    missing = sorted(plan.expected_results() - got)
+    if missing:
+        raise MigrationError(f"the copy job reported no result for {missing[:5]}; nothing was switched, re-run")
+    bad = [r for r in results if r["sourceRows"] != r["targetRows"] or r["sourceChecksum"] != r["targetChecksum"]
+           or r["version"] != plan.target_version]
+    if bad:
+        r = bad[0]
+        raise MigrationError(
+            f"operator {r['operatorId']} store {r['storeName']} partition {r['partition']}: the target holds "
+            f"{r['targetRows']} entries (checksum {r['targetChecksum']}, version {r['version']}) where the source "
+            f"holds {r['sourceRows']} ({r['sourceChecksum']}, expected version {plan.target_version}); nothing "
+            "was switched, the query still runs on its source provider")
+
+
+def _publish(plan: MigrationPlan, fio: Any, file_sinks: Sequence[str], compact_interval: int) -> None:
+    logs = SparkLogs(fio, plan.checkpoint)
+    for sink in file_sinks:  # the batch writes no output: an empty entry in each file sink's own log
+        record_empty_batch(fileio_for(sink), sink, plan.new_batch, compact_interval)
+    entry = logs.read_offset(plan.last_committed_batch).with_conf({PROVIDER_CLASS_CONF: plan.target_class})
+    if not fio.create_exclusive(logs.offset_path(plan.new_batch), entry.encode()):
+        existing = logs.read_offset(plan.new_batch)
+        if not (plan.resume and existing.conf.get(PROVIDER_CLASS_CONF) == plan.target_class):
+            raise MigrationError(f"offset log entry {logs.offset_path(plan.new_batch)} appeared while migrating: "
+                                 "the query was started concurrently; nothing was switched")
+    commit = logs.read_commit(plan.last_committed_batch).encode()
+    if not fio.create_exclusive(logs.commit_path(plan.new_batch), commit):
+        if fio.read_bytes(logs.commit_path(plan.new_batch)) != commit:
+            raise MigrationError(f"commit log entry {logs.commit_path(plan.new_batch)} appeared while migrating")
