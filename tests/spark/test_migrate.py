@@ -3,10 +3,15 @@ unchanged and finishes on the other, with the result of the batch computation; r
 from __future__ import annotations
 
 import os
+import random
 
 import pytest
 from conftest import BUILTIN_PROVIDERS, selected_provider
-from spark_harness import AggregationCase, session_conf
+from datagen import BASE, advance_row, event_time, into_files, max_t, random_events
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupStateTimeout
+from spark_harness import AggregationCase, BatchCollector, InputDir, assert_same_rows, run_available_now, session_conf
+from test_operators import DELAY, DELAY_S, JOIN_SCHEMA, STATE_TIMEOUT_S, Case, _join, _join_inputs, _running_totals_fn
 
 import sparkstate
 from sparkstate.checkpoint.spark_logs import PROVIDER_CLASS_CONF, SparkLogs
@@ -82,3 +87,218 @@ def test_refusals_change_nothing(spark, tmp_path):
         case.source.add_all(case.files[1:])
         _run_on(case, "hdfs")
     case.assert_matches_batch()
+
+
+# ---- every operator sparkstate serves: in from Spark's HDFS provider, out to Spark's RocksDB provider ----
+
+def _three_runs(spark, checkpoint: str, backend: str, runs) -> None:
+    """Run 1 on HDFS, migrate into sparkstate(`backend`), run 2, migrate out to RocksDB, run 3."""
+    first, second, third = runs
+    with session_conf(spark, {PROVIDER_CLASS_CONF: BUILTIN_PROVIDERS["hdfs"]}):
+        first()
+    sparkstate.migrate(spark, checkpoint, "sparkstate", backend=backend)
+    assert _pinned_provider(checkpoint) == sparkstate.PROVIDER_CLASS
+    with session_conf(spark, {"spark.sql.streaming.stateStore.sparkstate.backend": backend}):
+        second()
+        sparkstate.migrate(spark, checkpoint, "rocksdb")
+    assert _pinned_provider(checkpoint) == BUILTIN_PROVIDERS["rocksdb"]
+    third()
+
+
+def _staged(source: InputDir, files: list, run) -> tuple:
+    """Three runs over the files in thirds."""
+    cut = [len(files) // 3, 2 * len(files) // 3]
+    return ((lambda: (source.add_all(files[:cut[0]]), run())),
+            (lambda: (source.add_all(files[cut[0]:cut[1]]), run())),
+            (lambda: (source.add_all(files[cut[1]:]), run())))
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+def test_drop_duplicates_and_within_watermark(spark, tmp_path, backend):
+    case = Case(spark, tmp_path)
+    files = random_events(seed=64, n_files=6, per_file=30, n_keys=6, v_range=15)
+    files.append([advance_row(len(files))])
+    plain, within, reference = BatchCollector(), BatchCollector(), BatchCollector()
+
+    def within_watermark(sink: BatchCollector, checkpoint: str) -> None:
+        timed = case.source.stream().withColumn("ts", event_time()).withWatermark("ts", DELAY)
+        run_available_now(sink.attach(timed.dropDuplicatesWithinWatermark(["k", "v"]).select("k", "v")
+                                      .writeStream.outputMode("append")), checkpoint)
+
+    def run():
+        run_available_now(plain.attach(case.source.stream().dropDuplicates(["k", "v"]).select("k", "v")
+                                       .writeStream.outputMode("append")), case.checkpoint)
+        within_watermark(within, case.checkpoint + "-ww")
+        with session_conf(spark, {PROVIDER_CLASS_CONF: BUILTIN_PROVIDERS["hdfs"]}):
+            within_watermark(reference, case.checkpoint + "-ref")  # never migrated
+
+    first, second, third = _staged(case.source, files, run)
+    with session_conf(spark, {PROVIDER_CLASS_CONF: BUILTIN_PROVIDERS["hdfs"]}):
+        first()
+    for ckpt in (case.checkpoint, case.checkpoint + "-ww"):
+        sparkstate.migrate(spark, ckpt, "sparkstate", backend=backend)
+    with session_conf(spark, {"spark.sql.streaming.stateStore.sparkstate.backend": backend}):
+        second()
+        for ckpt in (case.checkpoint, case.checkpoint + "-ww"):
+            sparkstate.migrate(spark, ckpt, "rocksdb")
+    third()
+    assert_same_rows(plain.appended(), case.source.batch().select("k", "v").distinct().collect(), min_rows=40)
+    # Which duplicates fall within the watermark depends on the batches: the same query on Spark's provider,
+    # never migrated, over the same batches
+    assert_same_rows(within.appended(), reference.appended(), min_rows=40)
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+def test_stream_stream_join(spark, tmp_path, backend):
+    n_files = 6
+    left_files, right_files = _join_inputs(65, n_files)
+    left_files.append([advance_row(n_files, "adv-left")])
+    right_files.append([advance_row(n_files, "adv-right")])
+    left = InputDir(spark, str(tmp_path / "left"), JOIN_SCHEMA)
+    right = InputDir(spark, str(tmp_path / "right"), JOIN_SCHEMA)
+    checkpoint = str(tmp_path / "checkpoint")
+    sink = BatchCollector()
+
+    def run(lo: int, hi: int):
+        left.add_all(left_files[lo:hi])
+        right.add_all(right_files[lo:hi])
+        run_available_now(sink.attach(_join(left.stream(), right.stream(), "inner", streaming=True)
+                                      .writeStream.outputMode("append")), checkpoint)
+
+    _three_runs(spark, checkpoint, backend, (lambda: run(0, 2), lambda: run(2, 4), lambda: run(4, n_files + 1)))
+    assert_same_rows(sink.appended(), _join(left.batch(), right.batch(), "inner", streaming=False).collect(),
+                     min_rows=40)
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+def test_session_window(spark, tmp_path, backend):
+    case = Case(spark, tmp_path)
+    files = random_events(seed=66, n_files=6, per_file=10, n_keys=4)
+    files.append([advance_row(len(files))])
+    sink = BatchCollector()
+
+    def query(df):
+        return (df.withColumn("ts", event_time()).withWatermark("ts", DELAY)
+                .groupBy(F.session_window("ts", "5 seconds"), "k")
+                .agg(F.count("*").alias("n"), F.sum("v").alias("total")))
+
+    def run():
+        case.run(lambda: sink.attach(query(case.source.stream()).writeStream.outputMode("append")))
+
+    _three_runs(spark, case.checkpoint, backend, _staged(case.source, files, run))
+    final_wm = max_t(files) - DELAY_S
+    expected = (query(case.source.batch())
+                .where(F.col("session_window.end") <= F.timestamp_seconds(F.lit(final_wm))).collect())
+    assert_same_rows(sink.appended(), expected, min_rows=10)
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+def test_apply_in_pandas_with_state_and_its_timeouts(spark, tmp_path, backend):
+    case = Case(spark, tmp_path)
+    rng = random.Random(67)
+    rows = [{"id": f"s{n}-{j}", "k": f"key{n}", "v": rng.randrange(50), "t": BASE + 8 * n + rng.randrange(20)}
+            for n in range(13) for j in range(rng.randint(3, 8))]
+    rows.sort(key=lambda r: r["t"])
+    files = into_files(rows, 6)
+    files.append([advance_row(6)])
+    sink = BatchCollector()
+
+    def run():
+        case.run(lambda: sink.attach(
+            case.source.stream().withColumn("ts", event_time()).withWatermark("ts", DELAY)
+            .groupBy("k").applyInPandasWithState(_running_totals_fn(), "k string, n long, total long, expired boolean",
+                                                "n long, total long, last long", "update",
+                                                GroupStateTimeout.EventTimeTimeout)
+            .writeStream.outputMode("update")))
+
+    _three_runs(spark, case.checkpoint, backend, _staged(case.source, files, run))
+    final_wm = max_t(files) - DELAY_S
+    per_key = (case.source.batch().groupBy("k")
+               .agg(F.count("*").alias("n"), F.sum("v").alias("total"), F.max("t").alias("last")).collect())
+    expected = [(r["k"], r["n"], r["total"], r["last"] + STATE_TIMEOUT_S < final_wm) for r in per_key]
+    assert any(e[3] for e in expected)  # some keys timed out
+    assert_same_rows(sink.updated(["k"]), expected, min_rows=13)
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+def test_streaming_limit_and_two_operators_in_one_query(spark, tmp_path, backend):
+    case = Case(spark, tmp_path)
+    files = random_events(seed=68, n_files=6, per_file=20, n_keys=8, v_range=10)
+    limited, counted = BatchCollector(), BatchCollector()
+
+    def run():
+        stream = case.source.stream()
+        run_available_now(limited.attach(stream.select("k", "v").limit(50).writeStream.outputMode("append")),
+                          case.checkpoint + "-limit")
+        distinct_then_count = stream.dropDuplicates(["k", "v"]).groupBy("k").agg(F.count("*").alias("n"))
+        run_available_now(counted.attach(distinct_then_count.writeStream.outputMode("update")), case.checkpoint)
+
+    first, second, third = _staged(case.source, files, run)
+    with session_conf(spark, {PROVIDER_CLASS_CONF: BUILTIN_PROVIDERS["hdfs"]}):
+        first()
+    for ckpt in (case.checkpoint, case.checkpoint + "-limit"):
+        sparkstate.migrate(spark, ckpt, "sparkstate", backend=backend)
+    with session_conf(spark, {"spark.sql.streaming.stateStore.sparkstate.backend": backend}):
+        second()
+        for ckpt in (case.checkpoint, case.checkpoint + "-limit"):
+            sparkstate.migrate(spark, ckpt, "rocksdb")
+    third()
+    assert len(limited.appended()) == 50
+    expected = case.source.batch().dropDuplicates(["k", "v"]).groupBy("k").agg(F.count("*").alias("n"))
+    assert_same_rows(counted.updated(["k"]), expected.collect(), min_rows=8)
+
+
+def test_an_interrupted_migration_changes_nothing_and_a_rerun_finishes(spark, tmp_path, monkeypatch):
+    from sparkstate.migration import runner
+
+    case = AggregationCase(spark, tmp_path, seed=69, n_files=3)
+    case.source.add_all(case.files[:1])
+    _run_on(case, "hdfs")
+    batches = sorted(os.listdir(os.path.join(case.checkpoint, "commits")))
+
+    def failing_verify(plan, results):
+        raise MigrationError("interrupted after the copy")
+
+    monkeypatch.setattr(runner, "_verify", failing_verify)
+    with pytest.raises(MigrationError, match="interrupted after the copy"):
+        sparkstate.migrate(spark, case.checkpoint, "sparkstate")
+    monkeypatch.undo()
+    assert _pinned_provider(case.checkpoint) == BUILTIN_PROVIDERS["hdfs"]
+    assert sorted(os.listdir(os.path.join(case.checkpoint, "commits"))) == batches
+
+    class CrashBeforeCommit:  # the process dies between the offset log entry and the commit log entry
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def create_exclusive(self, path, data):
+            if "/commits/" in path:
+                raise KeyboardInterrupt("killed")
+            return self.inner.create_exclusive(path, data)
+
+    publish = runner._publish
+    monkeypatch.setattr(runner, "_publish", lambda plan, fio, *a: publish(plan, CrashBeforeCommit(fio), *a))
+    with pytest.raises(KeyboardInterrupt):
+        sparkstate.migrate(spark, case.checkpoint, "sparkstate")
+    monkeypatch.undo()
+    summary = sparkstate.migrate(spark, case.checkpoint, "sparkstate")  # finishes what the killed run began
+    assert summary.batch_id == int(batches[-1]) + 1
+    case.source.add_all(case.files[1:])
+    _run_on(case, "hdfs")
+    assert _pinned_provider(case.checkpoint) == sparkstate.PROVIDER_CLASS
+    case.assert_matches_batch()
+
+
+def test_the_command_line_refuses_before_starting_spark(tmp_path):
+    import subprocess
+    import sys
+
+    checkpoint = str(tmp_path / "missing")
+    proc = subprocess.run([sys.executable, "-m", "sparkstate.cli", "migrate", "--checkpoint", checkpoint,
+                           "--to", "hdfs", "--backend", "heap"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "--backend applies to --to sparkstate only" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "sparkstate.cli", "migrate", "--checkpoint", checkpoint,
+                           "--to", "sparkstate", "--json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "does not exist" in proc.stderr and not proc.stdout.strip()

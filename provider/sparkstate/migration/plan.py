@@ -24,7 +24,7 @@ from ..checkpoint.spark_logs import (
     parse_state_schema,
     read_operator_metadata,
 )
-from ..config import PROVIDER_CLASS
+from ..config import PREFIX, PROVIDER_CLASS
 from ..errors import CheckpointError, MigrationError
 from ..storage import FileIO, join_path
 
@@ -123,6 +123,8 @@ def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO) -> Mi
     source_conf = {k: v for k, v in entry.conf.items() if k != PROVIDER_CLASS_CONF}
     if source == ROCKSDB_PROVIDER and _has_changelog(fio, checkpoint):
         source_conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] = "true"
+    if source == PROVIDER_CLASS:  # read with the backend that wrote the version, whatever the session says
+        source_conf[PREFIX + "backend"] = _our_backend(fio, checkpoint, stores[0], last + 1)
     return MigrationPlan(checkpoint=checkpoint, source_class=source, target_class=target,
                          backend=(backend or "rocksdb") if to == "sparkstate" else None,
                          last_committed_batch=last, partitions=partitions, stores=stores, resume=resume,
@@ -158,6 +160,16 @@ def _stores(fio: FileIO, checkpoint: str) -> list[StoreToCopy]:
     return stores
 
 
+def _our_backend(fio: FileIO, checkpoint: str, store: StoreToCopy, version: int) -> str:
+    from ..checkpoint import CheckpointFileManager
+    location = spark_store_location(checkpoint, store.operator_id, 0, store.store_name)
+    try:
+        return CheckpointFileManager(location, fio).read_manifest(version).backend
+    except CheckpointError as e:
+        raise MigrationError(f"operator {store.operator_id} store {store.store_name} partition 0: version "
+                             f"{version} cannot be read ({e}); `sparkstate verify` says more") from None
+
+
 def _has_changelog(fio: FileIO, checkpoint: str) -> bool:
     try:
         return any(i.name.endswith(".changelog") for i in fio.list_info(join_path(checkpoint, "state"), recursive=True))
@@ -168,7 +180,6 @@ def _has_changelog(fio: FileIO, checkpoint: str) -> bool:
 def plan_for_job(plan: MigrationPlan, conf: dict[str, str], hadoop_conf: dict[str, str],
                  state_root: str) -> dict[str, Any]:
     """The JSON the JVM copy job (`io.sparkstate.tools.StateCopy`) reads."""
-    from ..config import PREFIX
     target_conf = {PREFIX + "backend": plan.backend} if plan.backend else {}
     # the partition count the stores were written with (Spark hands it to providers in the Hadoop conf;
     # sparkstate's shim checks every key's routing by it)
