@@ -116,8 +116,8 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "running task, frames through shared memory (Linux x86-64; elsewhere it falls back to "
                 "`socket`); `socket`, the same over a Unix domain socket; `py4j`, the same with frames over "
                 "py4j (the slow, simple reference path); `embedded`, the executor JVM's own CPython through "
-                "Jep (needs `pip install jep`; no process hop per get, at the price of sharing the "
-                "executor's process and one GIL).", ", ".join(TRANSPORTS)),
+                "Jep (needs `pip install \".[embedded]\"` from a checkout; no process hop per get, at the "
+                "price of sharing the executor's process and one GIL).", ", ".join(TRANSPORTS)),
     Declaration("pythonExec", "python_exec", None, _text,
                 "Python interpreter for the store workers. Unset: spark.pyspark.python, then "
                 "PYSPARK_PYTHON, then python3. `sparkstate.configure()` sets it to the current interpreter.",
