@@ -148,8 +148,10 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("localDir", "local_dir", None, _local_path,
                 "Directory for the workers' local working copies (live databases, file cache), created if "
                 "missing; each store's directory in it is private to the user (0700). Unset: "
-                "<system temp directory>/sparkstate-local-<uid>, created 0700 and used only if it is a "
-                "directory of this user's.", "an absolute local path"),
+                "<base>/sparkstate-local-<uid>, created 0700 and used only if it is a directory of this "
+                "user's, where <base> is the application's first scratch directory from the cluster manager "
+                "(YARN's LOCAL_DIRS, a standalone worker's SPARK_EXECUTOR_DIRS, SPARK_LOCAL_DIRS), which it "
+                "removes with the application, else the system temp directory.", "an absolute local path"),
     Declaration("rocksdb.blockCacheSizeMB", "rocksdb_block_cache_mb", 32, _int_at_least(0),
                 "RocksDB block cache per store, in MiB.", "an integer >= 0"),
     Declaration("rocksdb.writeBufferSizeMB", "rocksdb_write_buffer_mb", 64, _int_at_least(1),
