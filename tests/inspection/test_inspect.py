@@ -69,18 +69,21 @@ def test_the_html_page_stands_alone(query, capsys, tmp_path):
             self.tags: list[str] = []
             self.refs: list[str] = []
             self.bars = 0
+            self.shared = 0
 
         def handle_starttag(self, tag, attrs):
             self.tags.append(tag)
             attrs = dict(attrs)
             self.refs += [v for k, v in attrs.items() if k in ("src", "href") and v]
             self.bars += tag == "rect" and attrs.get("class") == "bar"
+            self.shared += tag == "rect" and attrs.get("class") == "part"
 
     parts = Parts()
     parts.feed(open(page, encoding="utf-8").read())
     assert parts.refs == [], "the page loads nothing from elsewhere"
     # keys and bytes over 4 versions, keys per partition now (2) and after a rescale to 5
     assert parts.tags.count("svg") == 4 and parts.bars == 4 + 4 + PARTITIONS + 5
+    assert parts.shared == 4, "each bytes bar shows the part shared with the version before"
 
 
 def test_files_only_reads_no_state(query, capsys):

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
             report = inspect_checkpoint(
                 args.checkpoint, access.fileio, access.state_fileio, access.state_root, batch=args.batch,
                 partitions=args.partitions, read_contents=not args.files_only,
-                settings_conf=_settings_conf(args.conf), s3a=access.s3a,
+                settings_conf=_settings_conf(args.conf), s3a=access.s3a, state_location=access.state_location,
                 progress=lambda done, total: bar.update(done, total))
     except SparkstateError as e:
         out.error("inspect", str(e))

@@ -130,21 +130,26 @@ class InspectReport:
     def retained_versions(self) -> list[int]:
         return sorted({v.version for s in self.stores for v in s.versions})
 
-    def totals_by_version(self) -> list[tuple[int, int, int]]:
-        """(version, keys, checkpoint bytes) summed over the stores that retain the version."""
+    def totals_by_version(self) -> list[tuple[int, int, int, int]]:
+        """(version, keys, checkpoint bytes, bytes shared with the version before) summed over the stores
+        that retain the version."""
         out = []
         for version in self.retained_versions():
             figures = [f for s in self.stores if (f := s.figures_of(version)) is not None]
-            out.append((version, sum(f.keys or 0 for f in figures), sum(f.checkpoint_bytes for f in figures)))
+            out.append((version, sum(f.keys or 0 for f in figures), sum(f.checkpoint_bytes for f in figures),
+                        sum(f.shared_bytes for f in figures)))
         return out
 
 
 def inspect_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO, state_root: str, *,
                        batch: int | None = None, partitions: int | None = None, read_contents: bool = True,
                        settings_conf: dict[str, str] | None = None, s3a: dict[str, str] | None = None,
+                       state_location: str | None = None,
                        progress: Callable[[int, int], None] | None = None) -> InspectReport:
     """Everything `sparkstate inspect` shows; reads only. `batch`: inspect the state after that batch
-    (default: the newest committed). `partitions`: also predict the balance after a rescale to it."""
+    (default: the newest committed). `partitions`: also predict the balance after a rescale to it.
+    `state_location`: the query's stateLocation that `state_root` derives from; the stores' contents are
+    read through it (their files are not under the checkpoint then)."""
     logs = SparkLogs(fileio, checkpoint)
     offsets, commits = logs.offset_batches(), logs.commit_batches()
     provider, num_partitions = None, None
@@ -157,14 +162,18 @@ def inspect_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO, st
     version = (batch + 1) if batch is not None else (last + 1 if last is not None else None)
     report = InspectReport(checkpoint, state_root, provider, last, num_partitions, version)
     report.schemas = _schemas(fileio, checkpoint)
+    settings = dict(settings_conf or {})
+    if state_location:
+        settings[PREFIX + "stateLocation"] = state_location
     rels = discover_stores(state_root, state_fileio)
     if rels:
         with tempfile.TemporaryDirectory(prefix="sparkstate-inspect-") as scratch:
             for i, rel in enumerate(rels):
                 report.stores.append(_our_store(report, rel, state_fileio, read_contents, scratch,
-                                                settings_conf or {}, s3a or {}))
+                                                settings, s3a or {}))
                 if progress:
                     progress(i + 1, len(rels))
+        report.stores.sort(key=lambda s: (s.operator_id, s.partition_id, s.store_name))  # numeric: 0/2 before 0/10
         _balances(report, partitions)
     else:
         report.stores = _spark_provider_stores(fileio, checkpoint)
