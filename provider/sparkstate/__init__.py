@@ -60,7 +60,12 @@ def migrate(spark: Any, checkpoint: str, to: str = "sparkstate", **options: Any)
 
     Runs one Spark job on `spark` (whose session must have the sparkstate jar: `sparkstate.configure`) and
     returns a `sparkstate.migration.MigrationSummary`; a plain restart of the unchanged query, with the new
-    provider in its conf, continues from the migrated state. See `sparkstate.migration`.
+    provider in its conf, continues from the migrated state. With `partitions=N` the state is also rescaled
+    to N partitions (a second job) and a `MigrateAndRescaleSummary` is returned. See `sparkstate.migration`.
     """
     from .migration import migrate as _migrate
+    from .migration import migrate_and_rescale
+    partitions = options.pop("partitions", None)
+    if partitions is not None:
+        return migrate_and_rescale(spark, checkpoint, to, partitions, **options)
     return _migrate(spark, checkpoint, to, **options)

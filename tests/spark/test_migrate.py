@@ -302,3 +302,116 @@ def test_the_command_line_refuses_before_starting_spark(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "sparkstate.cli", "migrate", "--checkpoint", checkpoint,
                            "--to", "sparkstate", "--json"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "does not exist" in proc.stderr and not proc.stdout.strip()
+    proc = subprocess.run([sys.executable, "-m", "sparkstate.cli", "migrate", "--checkpoint", checkpoint,
+                           "--to", "sparkstate", "--partitions", "0"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "--partitions must be a positive integer" in proc.stderr
+
+
+def test_from_sparks_rocksdb_provider_with_changelog_checkpointing(spark, tmp_path):
+    case = AggregationCase(spark, tmp_path, seed=73, n_files=4)
+    changelog = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}
+    case.source.add_all(case.files[:2])
+    with session_conf(spark, changelog):
+        _run_on(case, "rocksdb")
+    assert any(n.endswith(".changelog") for _, _, names in os.walk(case.checkpoint) for n in names)
+    summary = sparkstate.migrate(spark, case.checkpoint, "sparkstate")
+    assert summary.rows == case.n_keys
+    case.source.add_all(case.files[2:])
+    _run_on(case, "rocksdb")
+    case.assert_matches_batch()
+
+
+def test_migrate_and_rescale_in_one_run_both_ways(spark, tmp_path, monkeypatch):
+    from sparkstate.migration import with_rescale
+
+    case = AggregationCase(spark, tmp_path, seed=74, n_files=4, n_keys=20)
+    case.source.add_all(case.files[:1])
+    _run_on(case, "hdfs")
+    with pytest.raises(MigrationError, match="needs sparkstate on one side"):
+        sparkstate.migrate(spark, case.checkpoint, "rocksdb", partitions=5)
+
+    def no_rescale(*args, **kwargs):
+        raise KeyboardInterrupt("killed between the two steps")
+
+    monkeypatch.setattr(with_rescale, "rescale", no_rescale)
+    with pytest.raises(KeyboardInterrupt):
+        sparkstate.migrate(spark, case.checkpoint, "sparkstate", backend="heap", partitions=5)
+    monkeypatch.undo()
+    summary = sparkstate.migrate(spark, case.checkpoint, "sparkstate", backend="heap", partitions=5)
+    assert summary.migration is None and summary.rescale.new_partitions == 5  # the re-run finishes the job
+    case.source.add_all(case.files[1:2])
+    _run_on(case, "hdfs", "heap")
+    assert _pinned_provider(case.checkpoint) == sparkstate.PROVIDER_CLASS
+    assert len(case.store_dirs()) == 5
+
+    summary = sparkstate.migrate(spark, case.checkpoint, "rocksdb", partitions=2)
+    assert summary.rescale.new_partitions == 2
+    assert summary.migration.rows == case.source.batch().select("k").distinct().count()
+    with pytest.raises(MigrationError, match="already runs on rocksdb with 2 partitions"):
+        sparkstate.migrate(spark, case.checkpoint, "rocksdb", partitions=2)
+    case.source.add_all(case.files[2:])
+    _run_on(case, "hdfs")
+    logs = SparkLogs(fileio_for(case.checkpoint), case.checkpoint)
+    assert logs.read_offset(logs.offset_batches()[-1]).shuffle_partitions == 2
+    case.assert_matches_batch()
+
+
+def test_refused_while_the_query_runs_or_another_tool_holds_the_checkpoint(spark, tmp_path):
+    import json
+    import socket
+
+    case = AggregationCase(spark, tmp_path, seed=75, n_files=2)
+    case.source.add_all(case.files[:1])
+    with session_conf(spark, {PROVIDER_CLASS_CONF: BUILTIN_PROVIDERS["hdfs"]}):
+        query = case.writer().option("checkpointLocation", case.checkpoint).trigger(processingTime="1 second").start()
+    try:
+        query.processAllAvailable()
+        with pytest.raises(MigrationError, match="is running on"):
+            sparkstate.migrate(spark, case.checkpoint, "sparkstate")
+    finally:
+        query.stop()
+    lock = os.path.join(case.checkpoint, "sparkstate-rescale", "lock")
+    os.makedirs(os.path.dirname(lock))
+    with open(lock, "w") as f:  # a live process of this host holds the checkpoint (this one: certainly alive)
+        json.dump({"pid": os.getpid(), "host": socket.gethostname(), "startedMs": 0, "task": "rescale to 5"}, f)
+    with pytest.raises(MigrationError, match="another rescale to 5"):
+        sparkstate.migrate(spark, case.checkpoint, "sparkstate")
+    os.remove(lock)
+    assert _pinned_provider(case.checkpoint) == BUILTIN_PROVIDERS["hdfs"]
+    case.source.add_all(case.files[1:])
+    _run_on(case, "hdfs")
+    case.assert_matches_batch()
+
+
+def test_transform_with_state_and_a_checkpoint_without_a_committed_batch_are_refused(spark, tmp_path):
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class Count(StatefulProcessor):
+        def init(self, handle) -> None:
+            self.count = handle.getValueState("count", "n long")
+
+        def handleInputRows(self, key, rows, timerValues):
+            n = (self.count.get()[0] if self.count.exists() else 0) + sum(len(batch) for batch in rows)
+            self.count.update((n,))
+            yield pd.DataFrame({"k": [key[0]], "n": [n]})
+
+        def close(self) -> None:
+            pass
+
+    case = Case(spark, tmp_path)
+    case.source.add_all(random_events(seed=76, n_files=1, per_file=10, n_keys=3))
+    sink = BatchCollector()
+    with session_conf(spark, {PROVIDER_CLASS_CONF: BUILTIN_PROVIDERS["rocksdb"]}):
+        case.run(lambda: sink.attach(
+            case.source.stream().groupBy("k").transformWithStateInPandas(Count(), "k string, n long", "Update", "None")
+            .writeStream.outputMode("update")))
+    listing = sorted(os.listdir(case.checkpoint))
+    with pytest.raises(MigrationError, match="transformWithState"):
+        sparkstate.migrate(spark, case.checkpoint, "sparkstate")
+    assert sorted(os.listdir(case.checkpoint)) == listing
+
+    for name in os.listdir(os.path.join(case.checkpoint, "commits")):
+        os.remove(os.path.join(case.checkpoint, "commits", name))
+    with pytest.raises(MigrationError, match="no committed batch"):
+        sparkstate.migrate(spark, case.checkpoint, "sparkstate")

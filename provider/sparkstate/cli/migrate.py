@@ -13,8 +13,9 @@ to sparkstate (--to sparkstate [--backend rocksdb|heap]), or back (--to hdfs, --
 Spark job (local[*] unless --master) that reads every store through the source provider and writes it
 through the target provider as one new batch, verifies key counts and checksums, then records the new
 provider in the checkpoint. Restart the unchanged query with the new provider set (and, for sparkstate,
-its jar). The source provider's files stay; an interrupted run changes nothing Spark reads, and running
-it again finishes."""
+its jar). With --partitions N the state is also rescaled to N partitions, as `sparkstate rescale` does
+(sparkstate must be on one side). The source provider's files stay; an interrupted run changes nothing
+Spark reads, and running it again finishes."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,6 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--to", required=True, choices=("sparkstate", "hdfs", "rocksdb"), help="the target provider")
     p.add_argument("--backend", choices=("rocksdb", "heap"), help="with --to sparkstate: its backend (default "
                                                                    "rocksdb)")
+    p.add_argument("--partitions", type=int, metavar="N",
+                   help="also rescale the state to N partitions (sparkstate on one side; a second job)")
     p.add_argument("--file-sink", action="append", default=[], metavar="PATH",
                    help="output path of a file sink of the query (repeatable): its log gets the migration's batch")
     p.add_argument("--master", default=None, help="Spark master for the job (default local[*])")
@@ -37,18 +40,27 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if args.backend and args.to != "sparkstate":
         out.error("migrate", f"--backend applies to --to sparkstate only (got --to {args.to})")
         return EXIT_PROBLEM
+    if args.partitions is not None and args.partitions < 1:
+        out.error("migrate", f"--partitions must be a positive integer, got {args.partitions}")
+        return EXIT_PROBLEM
     try:
         check_before_spark(args.checkpoint, args.conf)
     except SparkstateError as e:
         out.error("migrate", f"refused: {e}")
         return EXIT_PROBLEM
-    from ..migration import migrate
+    from ..migration import migrate, migrate_and_rescale
 
     spark, _ = start_spark("sparkstate-migrate", args.master, args.conf, with_sparkstate=True)
     try:
         with out.progress("migrate", None) as bar:
-            summary = migrate(spark, args.checkpoint, args.to, backend=args.backend, file_sinks=args.file_sink,
-                              progress=lambda done, total: bar.update(done, total, "partitions"))
+            steps = {"name": "migrate"}
+            options = dict(backend=args.backend, file_sinks=args.file_sink,
+                           progress=lambda done, total: bar.update(done, total, f"partitions ({steps['name']})"))
+            if args.partitions is None:
+                summary = migrate(spark, args.checkpoint, args.to, **options)
+            else:
+                summary = migrate_and_rescale(spark, args.checkpoint, args.to, args.partitions,
+                                              step=lambda name: steps.update(name=name), **options)
     except SparkstateError as e:
         out.error("migrate", f"refused/failed: {e}")
         return EXIT_PROBLEM

@@ -2,5 +2,7 @@
 sparkstate), in both directions: `sparkstate migrate` and `sparkstate.migrate()`."""
 from .plan import PROVIDERS, MigrationPlan, build_plan
 from .runner import MigrationSummary, migrate
+from .with_rescale import MigrateAndRescaleSummary, migrate_and_rescale
 
-__all__ = ["PROVIDERS", "MigrationPlan", "MigrationSummary", "build_plan", "migrate"]
+__all__ = ["PROVIDERS", "MigrateAndRescaleSummary", "MigrationPlan", "MigrationSummary", "build_plan", "migrate",
+           "migrate_and_rescale"]

@@ -135,7 +135,12 @@ def _stores(fio: FileIO, checkpoint: str) -> list[StoreToCopy]:
     state = join_path(checkpoint, "state")
     stores = []
     op = 0
-    while fio.exists(join_path(state, str(op), "_metadata", "metadata")):
+    while True:
+        if _lists(fio, join_path(state, str(op), "_metadata", "v2")):
+            raise MigrationError(f"operator {op} keeps operator metadata v2 (transformWithState): its state, in "
+                                 "column families, cannot be migrated")
+        if not fio.exists(join_path(state, str(op), "_metadata", "metadata")):
+            break
         try:
             meta = read_operator_metadata(fio, join_path(state, str(op), "_metadata", "metadata"))
         except CheckpointError as e:
@@ -158,6 +163,13 @@ def _stores(fio: FileIO, checkpoint: str) -> list[StoreToCopy]:
         raise MigrationError(f"{checkpoint} has no state (no stateful operator): nothing to migrate; a "
                              "stateless query can change its provider setting directly")
     return stores
+
+
+def _lists(fio: FileIO, directory: str) -> bool:
+    try:
+        return bool(fio.list(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return False
 
 
 def _our_backend(fio: FileIO, checkpoint: str, store: StoreToCopy, version: int) -> str:

@@ -61,6 +61,7 @@ def migrate(spark: Any, checkpoint: str, to: str, *, backend: str | None = None,
     checkpoint = normalize_checkpoint(checkpoint)
     fio = fileio_for(checkpoint)
     _refuse_if_running(spark, checkpoint)
+    build_plan(checkpoint, to, backend, fio)  # a checkpoint it refuses gets no lock file either
     lock = CheckpointToolLock(fio, checkpoint)
     try:
         lock.acquire(f"migration to {to}")
