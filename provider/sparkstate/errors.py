@@ -35,6 +35,11 @@ class WrongStoreError(CheckpointError):
     wrong operator, partition or query)."""
 
 
+class ChangeFeedError(CheckpointError):
+    """The change feed or snapshot replay asked for versions, or a snapshot, the checkpoint does not hold
+    (or holds no change log of); the message says what it holds."""
+
+
 class SparkCheckpointError(CheckpointError):
     """One of Spark's own checkpoint files (offset or commit log, operator metadata, state schema) is
     missing, unreadable, or in a format sparkstate does not read."""

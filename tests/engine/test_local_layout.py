@@ -110,13 +110,15 @@ def _start_owner(instance: str, ckpt: str, root: str) -> subprocess.Popen:
 
 def test_directories_of_killed_workers_are_reclaimed_at_the_next_start(tmp_path, monkeypatch):
     root, ckpt = str(tmp_path / "local"), "file:" + str(tmp_path / "ckpt" / "state" / "0" / "1")
-    # Ten killed owners, one live one, and one directory two live processes use (two workers of an executor
-    # may open one store instance), one of which is killed.
+    # Ten killed owners, one live one, and one directory two live processes use (a store that moved from one
+    # worker of an executor to another, the first still alive), one of which is killed.
     owners = [_start_owner(f"dead-{i}", ckpt, root) for i in range(10)] + [_start_owner("alive", ckpt, root)]
-    owners += [_start_owner("shared", ckpt, root), _start_owner("shared", ckpt, root)]
     try:
         for p in owners:
             assert p.stdout.readline().strip() == "ready"
+        for _ in range(2):  # one after the other, as the provider moves a store
+            owners.append(_start_owner("shared", ckpt, root))
+            assert owners[-1].stdout.readline().strip() == "ready"
         for p in owners[:10] + owners[-1:]:
             p.send_signal(signal.SIGKILL)
             p.wait(30)

@@ -27,6 +27,14 @@ Body fields:
     adoptableFrom     optional int a: a commit after this version v may name a file that no manifest lists
                       yet, finished earlier, whose name starts with a version n, a <= n <= v (the heap
                       backend's background full snapshots); absent: none. `sparkstate gc` keeps such files
+    changeLog         optional {"remote", "local", "size", "crc32"}: the file holding the writes of the
+                      batch that made this version, in order (a heap delta stream, see engine/heap/files.py:
+                      for the heap backend the version's own delta, also in sharedFiles; for RocksDB a file
+                      of its own). It serves Spark's change feed and snapshot replay, is kept exactly as long
+                      as this manifest, and is never needed to load the version
+    changesKept       optional true: the writer kept every write of this version in `changeLog` (absent
+                      `changeLog` then means the batch wrote nothing); absent: it kept none (a bulk-filled
+                      version of a rescale or migration, the RocksDB backend with rocksdb.changeLog=false)
 
 Embedding the private files keeps a version to one small object write plus its new SSTs, and makes the
 manifest the single thing that must be written last.
@@ -97,15 +105,24 @@ class Manifest:
     private_files: tuple[PrivateFile, ...] = ()
     store: StoreIdentity | None = None
     adoptable_from: int | None = None
+    change_log: SharedFileRef | None = None
+    changes_kept: bool = False
     format_version: int = field(default=FORMAT_VERSION)
 
     @property
+    def files(self) -> tuple[SharedFileRef, ...]:
+        """Every remote file this manifest keeps: the shared files, then a change log of its own."""
+        if self.change_log is None or self.change_log in self.shared_files:
+            return self.shared_files
+        return self.shared_files + (self.change_log,)
+
+    @property
     def total_bytes(self) -> int:
-        """Bytes of the whole version: shared files plus embedded private files."""
-        return sum(f.size for f in self.shared_files) + sum(p.size for p in self.private_files)
+        """Bytes of the whole version: its remote files plus embedded private files."""
+        return sum(f.size for f in self.files) + sum(p.size for p in self.private_files)
 
     def remote_names(self) -> frozenset[str]:
-        return frozenset(f.remote for f in self.shared_files)
+        return frozenset(f.remote for f in self.files)
 
     def may_adopt(self, remote: str) -> bool:
         """Whether a commit after this version may still name `remote`, a file no manifest lists yet."""
@@ -135,6 +152,11 @@ class Manifest:
         }
         if self.adoptable_from is not None:
             body["adoptableFrom"] = self.adoptable_from
+        if self.change_log is not None:
+            c = self.change_log
+            body["changeLog"] = {"remote": c.remote, "local": c.local, "size": c.size, "crc32": c.crc32}
+        if self.changes_kept:
+            body["changesKept"] = True
         if self.store is not None:
             body["store"] = {"queryKey": self.store.query_key, "operatorId": self.store.operator_id,
                              "partitionId": self.store.partition_id, "storeName": self.store.store_name}
@@ -160,10 +182,13 @@ class Manifest:
                 s = doc["store"]
                 store = StoreIdentity(str(s["queryKey"]), int(s["operatorId"]), int(s["partitionId"]),
                                       str(s["storeName"]))
+            c = doc.get("changeLog")
+            change_log = SharedFileRef(str(c["remote"]), str(c["local"]), int(c["size"]), int(c["crc32"])) \
+                if c is not None else None
             return cls(version=int(doc["version"]), backend=str(doc["backend"]), num_keys=int(doc["numKeys"]),
                        writer_instance_id=str(doc["writerInstanceId"]), query_run_id=str(doc["queryRunId"]),
                        created_ms=int(doc["createdMs"]), shared_files=shared, private_files=tuple(private),
-                       store=store,
+                       store=store, change_log=change_log, changes_kept=bool(doc.get("changesKept", False)),
                        adoptable_from=int(doc["adoptableFrom"]) if doc.get("adoptableFrom") is not None else None)
         except CorruptCheckpointError:
             raise

@@ -126,6 +126,14 @@ class Backend(ABC):
         writes version+1 naming no file of an earlier version. Backends whose versions do not reach back
         to earlier files (RocksDB: every manifest lists the whole database) need nothing."""
 
+    def bulk_loaded(self) -> None:
+        """A bulk loader filled this backend (rescaling): the next version keeps no change log."""
+
+    def apply_replayed(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Apply an older version's recorded writes (snapshot replay): the state changes, but these writes
+        are not this version's own and no change log records them."""
+        self.apply_batch(records)
+
     def maintenance_snapshot(self) -> None:
         """Periodic maintenance hook (Spark's maintenance thread, under the store lock); must not block."""
 

@@ -24,6 +24,19 @@ def builder_for(backend_name: str) -> BackendBuilder:
     raise ConfigError(f"unknown state backend {backend_name!r} (expected one of {', '.join(BACKENDS)})")
 
 
+def open_snapshot(backend_name: str, ctx: BackendContext, version: int) -> Backend:
+    """A backend holding the snapshot of `version` that snapshot replay starts from (change_feed.py): for
+    RocksDB the version's own checkpoint, for the heap backend its full snapshot of that version."""
+    if backend_name == "rocksdb":
+        from .change_feed import snapshot_manifest
+        from .rocksdb.backend import open_rocksdb_backend
+        return open_rocksdb_backend(ctx, snapshot_manifest(ctx.file_manager, version))
+    if backend_name == "heap":
+        from .heap.backend import open_heap_snapshot
+        return open_heap_snapshot(ctx, version)
+    raise ConfigError(f"unknown state backend {backend_name!r} (expected one of {', '.join(BACKENDS)})")
+
+
 def bulk_loader_for(backend_name: str, ctx: BackendContext) -> BulkLoader:
     """A loader filling a new, empty store of `backend_name`: RocksDB writes sorted SST files and
     ingests them (no memtable, no compaction); any other backend takes batches of puts."""
@@ -59,6 +72,7 @@ class BatchBulkLoader:
     def finish(self) -> Backend:
         assert self._backend is not None
         self._flush()
+        self._backend.bulk_loaded()
         return self._backend
 
     def close(self) -> None:

@@ -27,7 +27,8 @@ from ..errors import (
 from ..keygroups import key_group, partition_of
 from ..storage import FileIO
 from .backend import Backend, BackendContext, Cursor
-from .backends import builder_for
+from .backends import builder_for, open_snapshot
+from .change_feed import VersionChanges, read_changes
 from .local_layout import InstanceLayout, default_local_root, reclaim_dead_instances, safe_name
 from .snapshot_runner import run_snapshot
 from .spec import StoreSpec
@@ -209,6 +210,42 @@ class Store:
             self._custom["sparkstateLoadMs"] = load_ms
             self._custom["sparkstateCheckpointLoads"] = 0
             return LoadResult(version=version, load_ms=load_ms, source="empty")
+
+    def replay(self, snapshot_version: int, end_version: int) -> LoadResult:
+        """Rebuild `end_version` from the snapshot of `snapshot_version` and the change logs of the versions
+        after it (Spark's snapshot replay, `snapshotStartBatchId`), instead of from the version's own
+        files; a commit after it writes end_version+1 as usual."""
+        if not 0 < snapshot_version <= end_version:
+            raise VersionNotFoundError(f"cannot replay versions {snapshot_version}..{end_version} of "
+                                       f"{self.spec.describe()} (1 <= snapshot version <= end version)")
+        with self._lock:
+            t0 = time.perf_counter()
+            self._close_backend()
+            self._state = State.CLOSED
+            manifest = self._file_manager.read_manifest(snapshot_version) if \
+                self.spec.settings.backend == "rocksdb" else None
+            self._check_manifest(manifest)
+            backend = open_snapshot(self.spec.settings.backend, self._ctx, snapshot_version)
+            try:
+                if end_version > snapshot_version:
+                    for changes in read_changes(self._file_manager, snapshot_version + 1, end_version,
+                                                self._layout.staging_dir):
+                        backend.apply_replayed(changes.rows)
+            except BaseException:
+                backend.close()
+                raise
+            self._backend = backend
+            self._version, self._dirty, self._state = end_version, True, State.LOADED
+            self._head = end_version
+            load_ms = _ms_since(t0)
+            self._custom["sparkstateLoadMs"] = load_ms
+            self._custom["sparkstateCheckpointLoads"] = 1
+            return LoadResult(version=end_version, load_ms=load_ms, source="snapshot")
+
+    def changes(self, start: int, end: int) -> Iterator[VersionChanges]:
+        """The writes of versions `start`..`end` from their change logs (Spark's change feed); reads the
+        checkpoint only, whatever the store has loaded."""
+        return read_changes(self._file_manager, start, end, self._layout.staging_dir)
 
     def _check_manifest(self, manifest: Manifest | None) -> None:
         """Refuse a manifest of another store or backend before any backend reads it."""

@@ -227,7 +227,7 @@ def _our_store(report: InspectReport, rel: str, io: FileIO, read_contents: bool,
             figures.problem = f"version {v}: {e}"
             continue
         figures.backend = manifest.backend
-        sizes = {f.remote: f.size for f in manifest.shared_files}
+        sizes = {f.remote: f.size for f in manifest.files}
         private = sum(p.size for p in manifest.private_files)
         figures.versions.append(VersionFigures(
             v, manifest.num_keys, sum(sizes.values()) + private,

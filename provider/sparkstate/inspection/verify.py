@@ -190,7 +190,7 @@ def _identity_problems(manifest: Manifest, place: tuple[int, int, str] | None, e
 def _file_problems(fm: CheckpointFileManager, manifest: Manifest, scratch: str,
                    checked: dict[str, str | None]) -> list[str]:
     problems = []
-    for ref in manifest.shared_files:
+    for ref in manifest.files:
         if ref.remote not in checked:
             try:
                 os.remove(fm.fetch_to_cache(ref, scratch, manifest.version))  # verifies size and crc32

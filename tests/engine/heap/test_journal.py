@@ -4,7 +4,7 @@ import os
 import pytest
 
 from sparkstate.engine.heap import files as hf
-from sparkstate.engine.heap import journal
+from sparkstate.engine import journal
 from sparkstate.errors import CorruptCheckpointError
 from tests.storage.instrumented import InstrumentedFileIO
 

@@ -24,11 +24,11 @@ from typing import Sequence
 from ...checkpoint import Manifest
 from ...errors import StoreStateError
 from ..backend import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
+from ..journal import DeltaJournal
 from ..snapshot_runner import BackgroundResult, BackgroundSnapshotRunner
 from .chain import Chain
 from .cursors import HeapPrefixCursor, HeapScanCursor
-from .journal import DeltaJournal
-from .restore import choose_restore
+from .restore import FullSnapshotRestore, choose_restore, find_full_snapshot
 from .snapshot import DeltaResources, HeapFullSnapshot, freeze_version, publish_version
 from .versioned_map import VersionedMap, View
 
@@ -45,11 +45,13 @@ class HeapBackend(Backend):
         self._fulls_reported = 0
         self._journal: DeltaJournal | None = None  # delta of head+1 being written; None: no writes yet
         self._journal_lost = False                # writes after the head that no journal holds
+        self._foreign = False                     # writes after the head are not a batch's (bulk, replay)
         self._reset(data, version, chain)
 
     def _reset(self, data: dict[bytes, bytes], version: int, chain: Chain) -> None:
         self._close_cursors()
         self._drop_journal()
+        self._foreign = False
         self._map = VersionedMap(data, prefix_index=self.ctx.num_cols_prefix_key > 0,
                                  layout=self.ctx.settings.heap_layout)
         self._full = HeapFullSnapshot(self.ctx, self._map, lambda v: self._committed[v])
@@ -156,6 +158,7 @@ class HeapBackend(Backend):
                 return False
         self._map.rollback_to(view)
         self._drop_journal()
+        self._foreign = False
         order = list(self._committed)
         for v in order[order.index(version) + 1:]:
             del self._committed[v]
@@ -180,7 +183,18 @@ class HeapBackend(Backend):
         self._check_open()
         base = self._base_chain(self._runner.peek_result())
         journal = self._take_journal(version)
-        return freeze_version(self._map, version, base, journal)
+        res = freeze_version(self._map, version, base, journal)
+        res.changes_kept = not self._foreign
+        return res
+
+    def bulk_loaded(self) -> None:
+        self._foreign = True
+
+    def apply_replayed(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        self._check_open()
+        self._map.apply(records)
+        self._lose_journal()
+        self._foreign = True
 
     def upload_snapshot(self, resources: SnapshotResources) -> SnapshotOutcome:
         assert isinstance(resources, DeltaResources) and resources.new_view is not None
@@ -194,6 +208,7 @@ class HeapBackend(Backend):
         if done is not None and (done.outcome.ref in chain.refs  # used: the new chain starts with it
                                  or not done.outcome.replaces <= chain.remote_names()):  # of an abandoned version
             self._runner.take_result()
+        self._foreign = False
         view = resources.new_view
         view.chain = chain
         self._committed[resources.version] = view
@@ -255,3 +270,10 @@ def open_heap_backend(ctx: BackendContext, manifest: Manifest | None) -> HeapBac
     """BackendBuilder for the heap backend: run the restore that fits and hold the result in memory."""
     restored = choose_restore(ctx, manifest).run()
     return HeapBackend(ctx, restored.data, manifest.version if manifest else 0, restored.chain)
+
+
+def open_heap_snapshot(ctx: BackendContext, version: int) -> HeapBackend:
+    """The heap backend at `version` read from its full snapshot alone (where snapshot replay starts)."""
+    ref = find_full_snapshot(ctx.file_manager, version)
+    restored = FullSnapshotRestore(ctx, ref, version).run()
+    return HeapBackend(ctx, restored.data, version, restored.chain)

@@ -5,13 +5,14 @@ EmptyHeapRestore   nothing committed yet (version 0 without a manifest).
 ChainRestore       the manifest's chain (chain.py) in order: the full snapshot, if any, then the deltas.
                    Files are fetched through the verified local cache (size + crc32), read, and dropped
                    from the cache again: the data now lives in memory.
+FullSnapshotRestore one full snapshot alone (snapshot replay starts from it, change_feed.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...checkpoint import Manifest
-from ...errors import CorruptCheckpointError
+from ...checkpoint import CheckpointFileManager, Manifest, SharedFileRef
+from ...errors import ChangeFeedError, CheckpointError, CorruptCheckpointError
 from ..backend import BackendContext
 from . import files as hf
 from .chain import EMPTY_CHAIN, Chain
@@ -54,6 +55,46 @@ class ChainRestore:
             raise CorruptCheckpointError(f"version {m.version} at {source}: replaying its chain gives "
                                          f"{len(data)} keys, the manifest says {m.num_keys}")
         return RestoredHeap(data, chain)
+
+
+def find_full_snapshot(fm: CheckpointFileManager, version: int) -> SharedFileRef:
+    """The heap backend's full snapshot of `version`, as a retained manifest lists it."""
+    name = hf.local_name(hf.KIND_FULL, version)
+    fulls: set[int] = set()
+    for v in reversed(fm.versions()):
+        if v < version:
+            break
+        try:
+            manifest = fm.read_manifest(v)
+        except CheckpointError:
+            continue
+        for ref in manifest.shared_files:
+            if ref.local == name:
+                return ref
+            parsed = hf.parse_local_name(ref.local)
+            if parsed is not None and parsed[0] == hf.KIND_FULL:
+                fulls.add(parsed[1])
+    listed = ", ".join(f"{s} (batch {s - 1})" for s in sorted(fulls)) or "none at or after it"
+    raise ChangeFeedError(
+        f"no full snapshot of version {version} (batch {version - 1}) is retained at {fm.root}; the heap "
+        f"backend's retained full snapshots: {listed}. Choose one of those as snapshotStartBatchId "
+        "(the heap backend writes one every spark.sql.streaming.stateStore.sparkstate.heap."
+        "snapshotEveryVersions versions)")
+
+
+class FullSnapshotRestore:
+    def __init__(self, ctx: BackendContext, ref: SharedFileRef, version: int) -> None:
+        self.ctx, self.ref, self.version = ctx, ref, version
+
+    def run(self) -> RestoredHeap:
+        fm, layout = self.ctx.file_manager, self.ctx.layout
+        data: dict[bytes, bytes] = {}
+        try:
+            path = fm.fetch_to_cache(self.ref, layout.cache_dir, self.version, self.ctx.settings.verify_local_cache)
+            hf.apply_file(data, path, hf.KIND_FULL, self.version, fm.file_path(self.ref.remote))
+        finally:
+            fm.prune_cache(layout.cache_dir, ())
+        return RestoredHeap(data, Chain(self.ref, self.version, ()))
 
 
 def choose_restore(ctx: BackendContext, manifest: Manifest | None) -> EmptyHeapRestore | ChainRestore:

@@ -26,7 +26,7 @@ from ...checkpoint.file_manager import new_attempt_id
 from ..backend import BackendContext, SnapshotOutcome, SnapshotResources
 from . import files as hf
 from .chain import Chain
-from .journal import DeltaJournal
+from ..journal import DeltaJournal
 from .versioned_map import VersionedMap, View
 
 
@@ -43,6 +43,7 @@ class DeltaResources(SnapshotResources):
     new_view: View | None = None
     num_keys: int = 0
     prepare_ms: int = 0
+    changes_kept: bool = True  # the delta is the batch's writes (not a bulk load's), the version's change log
 
 
 def freeze_version(m: VersionedMap, version: int, base: Chain, journal: DeltaJournal | None) -> DeltaResources:
@@ -61,14 +62,17 @@ def publish_version(ctx: BackendContext, res: DeltaResources) -> tuple[SnapshotO
     # A version without changes has no delta file: its chain is its parent's. A finished journal is never
     # deleted here, even if the manifest fails: the failure may be ambiguous (written anyway).
     chain = res.base
+    delta = None
     if res.journal is not None:
-        chain = chain.with_delta(res.version, res.journal.finish())
+        delta = res.journal.finish()
+        chain = chain.with_delta(res.version, delta)
     delta_ms = _ms(time.perf_counter() - t0)
     manifest = Manifest(version=res.version, backend="heap", num_keys=res.num_keys,
                         writer_instance_id=ctx.instance_id, query_run_id=ctx.query_run_id,
                         created_ms=int(time.time() * 1000), shared_files=chain.refs, store=ctx.store,
                         # a later commit may adopt a background full snapshot of any version after the base
-                        adoptable_from=chain.full_version + 1)
+                        adoptable_from=chain.full_version + 1,
+                        change_log=delta if res.changes_kept else None, changes_kept=res.changes_kept)
     ctx.file_manager.publish_manifest(manifest)
     new = len(chain.refs) - len(res.base.refs)
     outcome = SnapshotOutcome(manifest=manifest, files_uploaded=new, files_reused=len(res.base.refs),

@@ -7,9 +7,15 @@ Exact key count: RocksDB has none, so it is tracked here. Each write needs to kn
 existed. `get` remembers the answer (`_known`), which covers the usual get-then-put of stateful
 operators at no extra cost; the remaining keys of a batch are looked up with one multi-get. The map
 lives for one micro-batch (cleared at commit) and is bounded by KNOWN_KEYS_LIMIT within one.
+
+Change log (`rocksdb.changeLog`): the writes since the committed version are also appended to a journal
+(engine/journal.py), finished and listed in the manifest at commit as the version's `changeLog`, for
+Spark's change feed and snapshot replay. Its cost follows the keys written. Writes the journal cannot
+hold (an append failed, or a bulk load filled the database) mark the version's changes as not kept.
 """
 from __future__ import annotations
 
+import logging
 import shutil
 from typing import Sequence
 
@@ -18,13 +24,18 @@ import rocksdict
 from ...checkpoint import Manifest, SharedFileRef
 from ...errors import StoreStateError
 from ..backend import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
+from ..journal import DeltaJournal
 from .cursor import RocksDBCursor
 from .options import make_options
 from .restore import choose_restore
 from .snapshot import SstSnapshotResources, drop_checkpoint, take_checkpoint, upload_checkpoint
 
+log = logging.getLogger(__name__)
+
 # Bound on remembered key existence: enough for a big micro-batch of get-then-put, small in memory.
 KNOWN_KEYS_LIMIT = 200_000
+
+
 class RocksDBBackend(Backend):
     """One open rocksdict database in `db_dir` with its lineage (local SST name -> remote file).
 
@@ -47,6 +58,9 @@ class RocksDBBackend(Backend):
         self._base = base
         self._known: dict[bytes, bool] = {}
         self._cursors: set[RocksDBCursor] = set()
+        self._version = base.version if base is not None else 0  # the committed version written on
+        self._changes: DeltaJournal | None = None  # writes since _version; None: none yet
+        self._changes_lost = not ctx.settings.rocksdb_change_log  # writes since _version no journal holds
 
     @property
     def lineage(self) -> dict[str, SharedFileRef]:
@@ -99,6 +113,36 @@ class RocksDBBackend(Backend):
         self._num_keys = n
         if len(known) > KNOWN_KEYS_LIMIT:
             known.clear()
+        if not self._changes_lost:
+            self._record_changes(records)
+
+    def apply_replayed(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        self._lose_changes()  # replayed writes are an older version's changes, not this version's
+        self.apply_batch(records)
+
+    # ---- change log of the version being written -------------------------------------------------
+    def _record_changes(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        try:
+            if self._changes is None:
+                self._changes = DeltaJournal(self.ctx, self._version + 1)
+            self._changes.append(records)
+        except Exception as e:  # noqa: BLE001 - the change log serves reads of history, never the state
+            log.warning("change log of version %d failed (%r); that version keeps no change log",
+                        self._version + 1, e)
+            self._lose_changes()
+
+    def _lose_changes(self) -> None:
+        self._drop_changes()
+        self._changes_lost = True
+
+    def _drop_changes(self) -> None:
+        changes, self._changes = self._changes, None
+        self._changes_lost = not self.ctx.settings.rocksdb_change_log
+        if changes is not None:
+            try:
+                changes.discard()
+            except Exception as e:  # noqa: BLE001 - an unreferenced file is garbage for `sparkstate gc`
+                log.warning("could not delete an unfinished change log: %r", e)
 
     def open_cursor(self, prefix: bytes) -> Cursor:
         cursor = RocksDBCursor(self._live().snapshot(), prefix, self._cursors.discard)
@@ -118,6 +162,14 @@ class RocksDBBackend(Backend):
         self._num_keys = n
         self._known.clear()
 
+    def bulk_loaded(self) -> None:
+        """The database was filled by ingesting files: no change log holds those writes."""
+        self._lose_changes()
+
+    def start_empty_at(self, version: int) -> None:
+        self._drop_changes()
+        self._version = version
+
     def memory_used_bytes(self) -> int:
         db = self._db
         if db is None:
@@ -133,13 +185,20 @@ class RocksDBBackend(Backend):
     def prepare_snapshot(self, version: int) -> SnapshotResources:
         # A batch's get-then-put pairs end at its commit; a smaller map stays in the CPU caches.
         self._known.clear()
-        return take_checkpoint(self.ctx, self._live(), version, self._num_keys)
+        res = take_checkpoint(self.ctx, self._live(), version, self._num_keys)
+        if self._changes is not None and self._changes.version != version:
+            self._lose_changes()  # journaling another version than the one committed
+        res.changes, self._changes = self._changes, None
+        res.changes_kept = not self._changes_lost
+        return res
 
     def upload_snapshot(self, resources: SnapshotResources) -> SnapshotOutcome:
         assert isinstance(resources, SstSnapshotResources)
         outcome = upload_checkpoint(self.ctx, resources, self._lineage)
         self._lineage = {ref.local: ref for ref in outcome.manifest.shared_files}
         self._base = outcome.manifest
+        self._version = resources.version
+        self._changes_lost = not self.ctx.settings.rocksdb_change_log
         self.ctx.file_manager.prune_cache(self.ctx.layout.cache_dir, outcome.manifest.remote_names())
         outcome.flush_ms = resources.flush_ms
         return outcome
@@ -147,6 +206,11 @@ class RocksDBBackend(Backend):
     def release_snapshot(self, resources: SnapshotResources) -> None:
         assert isinstance(resources, SstSnapshotResources)
         drop_checkpoint(resources)
+        if resources.changes is not None and not resources.changes_finished:
+            resources.changes.discard()  # the upload failed before the change log was made durable
+            resources.changes = None
+        if self._base is None or self._base.version != resources.version:  # the commit failed
+            self._changes_lost = True  # its writes are in the database but in no journal any more
 
     # ---- versions -------------------------------------------------------------------------------
     def rewind(self, version: int) -> bool:
@@ -155,6 +219,8 @@ class RocksDBBackend(Backend):
         if self._db is None or version != base_version:
             return False
         self.close()
+        self._version = base_version
+        self._changes_lost = not self.ctx.settings.rocksdb_change_log
         restored = choose_restore(self.ctx, self._base).run()  # the lineage's files are in cache/
         try:
             options, self._cache = make_options(self.ctx.settings)
@@ -174,6 +240,7 @@ class RocksDBBackend(Backend):
         for cursor in list(self._cursors):
             cursor.close()
         self._cursors.clear()
+        self._drop_changes()
         db, self._db = self._db, None
         self._known.clear()
         if db is not None:

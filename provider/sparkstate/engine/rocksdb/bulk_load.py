@@ -56,6 +56,7 @@ class SstBulkLoader:
     def finish(self) -> RocksDBBackend:
         self.end_source(-1)
         backend = self._backend = RocksDBBackend(self.ctx, self.ctx.layout.new_db_dir(), {}, 0)
+        backend.bulk_loaded()
         if self._files:
             opts = rocksdict.IngestExternalFileOptions()
             opts.set_move_files(True)

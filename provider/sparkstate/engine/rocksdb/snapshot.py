@@ -7,6 +7,7 @@ The backend is the strategy of its commits and uses these three functions for it
   this database was restored from or last committed) are referenced again; the others are uploaded under
   fresh unique names. Private files are embedded in the manifest, which is written last. Only after the
   manifest is durable do the new files join the local cache (and the lineage: the manifest's files).
+  The version's change log (the journal of its writes, backend.py) is finished first and listed too.
 `drop_checkpoint` (release): delete the local checkpoint directory.
 """
 from __future__ import annotations
@@ -15,12 +16,16 @@ import os
 import shutil
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import rocksdict
 
 from ...checkpoint import Manifest, PrivateFile, SharedFileRef
 from ...checkpoint.file_manager import new_attempt_id
 from ..backend import BackendContext, SnapshotOutcome, SnapshotResources
+
+if TYPE_CHECKING:
+    from ..journal import DeltaJournal
 
 # Immutable files that may be shared between versions; everything else is per-version and small.
 SHARED_SUFFIXES = (".sst", ".blob")
@@ -33,6 +38,9 @@ class SstSnapshotResources(SnapshotResources):
     private_names: list[str] = field(default_factory=list)
     num_keys: int = 0
     flush_ms: int = 0
+    changes: "DeltaJournal | None" = None  # the journal of the version's writes (None: none recorded)
+    changes_kept: bool = False             # every write of the version is in `changes`
+    changes_finished: bool = False
 
 
 def take_checkpoint(ctx: BackendContext, db: rocksdict.Rdict, version: int,
@@ -63,6 +71,10 @@ def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources,
         else:
             fresh.append(name)
     fm = ctx.file_manager
+    change_log = None
+    if res.changes is not None:
+        res.changes_finished = True  # from here a failure may be ambiguous: the file stays for gc
+        change_log = res.changes.finish()
     uploaded = fm.upload_new_files(res.version, res.attempt_id, res.ckpt_dir, fresh)
     private = []
     for name in res.private_names:
@@ -72,11 +84,13 @@ def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources,
     manifest = Manifest(version=res.version, backend="rocksdb", num_keys=res.num_keys,
                         writer_instance_id=ctx.instance_id, query_run_id=ctx.query_run_id,
                         created_ms=int(time.time() * 1000), shared_files=shared,
-                        private_files=tuple(private), store=ctx.store)
+                        private_files=tuple(private), store=ctx.store,
+                        change_log=change_log if res.changes_kept else None, changes_kept=res.changes_kept)
     fm.publish_manifest(manifest)
     fm.add_to_cache(ctx.layout.cache_dir, res.ckpt_dir, uploaded.refs)
-    outcome = SnapshotOutcome(manifest=manifest, files_uploaded=len(uploaded.refs),
-                              files_reused=len(reused), bytes_uploaded=uploaded.bytes_uploaded)
+    logged = (1, change_log.size) if change_log is not None else (0, 0)
+    outcome = SnapshotOutcome(manifest=manifest, files_uploaded=len(uploaded.refs) + logged[0],
+                              files_reused=len(reused), bytes_uploaded=uploaded.bytes_uploaded + logged[1])
     return outcome
 
 

@@ -1,0 +1,83 @@
+"""History of a store for Spark's state data source: the writes each version made (the change feed,
+`readChangeFeed`), and a version rebuilt from a chosen snapshot plus those writes (`snapshotStartBatchId`).
+
+Both read what every commit records anyway, nothing else: a version's manifest names its change log
+(`changeLog`: the journal of the batch's writes, journal.py; for the heap backend the version's delta).
+A version's changes are the last write of each key in its batch, in the order of those last writes; a
+remove is a write of None. A snapshot is a complete image of one version: for RocksDB every version's
+checkpoint is one; for the heap backend its full snapshots (`full-<s>.arrow`), which it writes every
+`heap.snapshotEveryVersions` versions. Version v is the state after batch v-1.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import Iterator
+
+from ..checkpoint import CheckpointFileManager, Manifest
+from ..errors import ChangeFeedError, VersionNotFoundError
+from .heap import files as hf
+
+
+@dataclass(frozen=True)
+class VersionChanges:
+    version: int
+    rows: list[tuple[bytes, bytes | None]]  # (storage key, value; None: removed)
+
+
+def read_changes(fm: CheckpointFileManager, start: int, end: int, scratch_root: str) -> Iterator[VersionChanges]:
+    """The changes of versions `start`..`end` (inclusive), in version order; `scratch_root` is a local
+    directory for the files while they are read."""
+    if start < 1 or end < start:
+        raise ChangeFeedError(f"versions {start}..{end} are not a range of committed versions (1 <= start <= end)")
+    scratch = tempfile.mkdtemp(prefix="changes-", dir=_ensure(scratch_root))
+    try:
+        for v in range(start, end + 1):
+            yield VersionChanges(v, _changes_of(fm, _manifest(fm, v, "changes"), scratch))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _changes_of(fm: CheckpointFileManager, manifest: Manifest, scratch: str) -> list[tuple[bytes, bytes | None]]:
+    v = manifest.version
+    if manifest.change_log is None:
+        if manifest.changes_kept:
+            return []  # the batch wrote nothing
+        raise ChangeFeedError(
+            f"version {v} (batch {v - 1}) at {fm.manifest_path(v)} keeps no change log: it was written by a "
+            "rescale, or by the rocksdb backend with spark.sql.streaming.stateStore.sparkstate.rocksdb."
+            f"changeLog=false. Read the changes of later batches (changeStartBatchId >= {v})")
+    path = fm.fetch_to_cache(manifest.change_log, scratch, v)
+    try:
+        last: dict[bytes, bytes | None] = {}
+        for keys, values in hf.read(path, hf.KIND_DELTA, v, fm.file_path(manifest.change_log.remote)):
+            for key, value in zip(keys, values):
+                last.pop(key, None)  # re-inserted: ordered by each key's last write
+                last[key] = value
+        return list(last.items())
+    finally:
+        os.remove(path)
+
+
+def _manifest(fm: CheckpointFileManager, version: int, what: str) -> Manifest:
+    try:
+        return fm.read_manifest(version)
+    except VersionNotFoundError:
+        retained = fm.versions()
+        held = (f"versions {retained[0]}..{retained[-1]} (batches {retained[0] - 1}..{retained[-1] - 1})"
+                if retained else "no versions")
+        raise ChangeFeedError(
+            f"version {version} (batch {version - 1}), needed for the {what}, is not in the checkpoint at "
+            f"{fm.root}: it holds {held}; Spark keeps spark.sql.streaming.minBatchesToRetain versions") from None
+
+
+def snapshot_manifest(fm: CheckpointFileManager, version: int) -> Manifest:
+    """The manifest of `version` for a replay starting from it (RocksDB: every version is a snapshot)."""
+    return _manifest(fm, version, "snapshot")
+
+
+def _ensure(path: str) -> str:
+    os.makedirs(path, exist_ok=True)
+    return path

@@ -1,0 +1,118 @@
+"""The change feed and snapshot replay: the writes each version recorded equal the difference of consecutive
+versions, and a version replayed from a snapshot equals the version loaded from its own files."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sparkstate.errors import ChangeFeedError
+
+from .conftest import contents, kv, settle
+
+VERSIONS = 8
+
+
+def _history(store, seed: int = 1) -> dict[int, dict[bytes, bytes]]:
+    """Commit versions 1..VERSIONS of puts, overwrites with new values and removes (version 4 writes
+    nothing); returns every version's contents as loaded from the checkpoint."""
+    rng = random.Random(seed)
+    store.load(0)
+    live: dict[bytes, bytes] = {}
+    for v in range(1, VERSIONS + 1):
+        writes: list[tuple[bytes, bytes | None]] = []
+        if v != 4:
+            for i in rng.sample(range(60), 25):
+                key, value = kv(i, tag=b"v%d" % v)
+                if key in live and rng.random() < 0.4:
+                    writes.append((key, b"first-write"))  # written twice: the last write counts
+                    writes.append((key, None))
+                else:
+                    writes.append((key, value))
+        store.apply_batch(writes)
+        for key, value in writes:
+            if value is None:
+                live.pop(key, None)
+            else:
+                live[key] = value
+        assert store.commit().version == v
+        store.load(v)
+        settle(store)
+    return {v: _load(store, v) for v in range(VERSIONS + 1)}
+
+
+def _load(store, version: int) -> dict[bytes, bytes]:
+    store.load(version)
+    return contents(store)
+
+
+def _diff(before: dict[bytes, bytes], after: dict[bytes, bytes]) -> dict[bytes, bytes | None]:
+    changed: dict[bytes, bytes | None] = {k: v for k, v in after.items() if before.get(k) != v}
+    changed.update({k: None for k in before if k not in after})
+    return changed
+
+
+def test_each_versions_changes_are_the_difference_of_consecutive_versions(new_store):
+    store = new_store(heap_snapshot_every=3)
+    versions = _history(store)
+    feed = list(new_store("reader").changes(1, VERSIONS))  # another instance: reads the checkpoint only
+    assert [c.version for c in feed] == list(range(1, VERSIONS + 1))
+    for c in feed:
+        assert len({k for k, _ in c.rows}) == len(c.rows)  # one row per key: its last write
+        rows = dict(c.rows)
+        # a key written then removed in one batch that did not exist before is a remove of nothing
+        expected = _diff(versions[c.version - 1], versions[c.version])
+        assert {k: v for k, v in rows.items() if not (v is None and k not in versions[c.version - 1])} == expected
+    assert feed[3].rows == []  # version 4 wrote nothing
+
+
+def test_versions_retention_removed_are_refused_with_what_is_kept(new_store):
+    store = new_store(retain=3)
+    _history(store)
+    store.maintenance_cleanup()
+    with pytest.raises(ChangeFeedError, match=r"version 2 \(batch 1\).*not in the checkpoint.*versions 6\.\.8"):
+        list(store.changes(2, 8))
+    assert [c.version for c in store.changes(7, 8)] == [7, 8]
+
+
+@pytest.mark.parametrize("backend", ["rocksdb"])
+def test_rocksdb_without_its_change_log_says_so(new_store):
+    store = new_store(rocksdb_change_log=False)
+    store.load(0)
+    store.apply_batch([kv(1)])
+    store.commit()
+    assert store.file_manager.read_manifest(1).change_log is None
+    with pytest.raises(ChangeFeedError, match=r"version 1 \(batch 0\).*keeps no change log.*changeLog=false"):
+        list(store.changes(1, 1))
+
+
+def test_replay_from_a_snapshot_equals_the_versions_own_files(new_store):
+    store = new_store(heap_snapshot_every=2)
+    versions = _history(store)
+    fulls = {v for v in range(1, VERSIONS + 1)
+             for ref in store.file_manager.read_manifest(VERSIONS).shared_files if ref.local == f"full-{v}.arrow"}
+    starts = range(1, VERSIONS + 1) if new_store.backend == "rocksdb" else sorted(fulls)
+    assert starts, "the heap backend wrote no full snapshot"
+    replayer = new_store("replayer")
+    for start in starts:
+        assert replayer.replay(start, VERSIONS).version == VERSIONS
+        assert contents(replayer) == versions[VERSIONS]
+    # a commit after a replay is an ordinary version; its writes are not a batch's, so it keeps no change log
+    replayer.replay(starts[0], VERSIONS)
+    replayer.apply_batch([kv(1000)])
+    assert replayer.commit().version == VERSIONS + 1
+    assert _load(new_store("check"), VERSIONS + 1) == {**versions[VERSIONS], kv(1000)[0]: kv(1000)[1]}
+    with pytest.raises(ChangeFeedError, match="keeps no change log"):
+        list(replayer.changes(VERSIONS + 1, VERSIONS + 1))
+
+
+@pytest.mark.parametrize("backend", ["heap"])
+def test_heap_replay_from_a_version_without_a_full_snapshot_names_the_ones_kept(new_store):
+    store = new_store(heap_snapshot_every=3)
+    _history(store)
+    kept = sorted(int(ref.local[5:-6]) for ref in store.file_manager.read_manifest(VERSIONS).shared_files
+                  if ref.local.startswith("full-"))
+    missing = next(v for v in range(1, VERSIONS + 1) if v not in kept)
+    with pytest.raises(ChangeFeedError, match=rf"no full snapshot of version {missing} .*retained full snapshots: "
+                                              rf".*{kept[-1]} \(batch {kept[-1] - 1}\)"):
+        new_store("replayer").replay(missing, VERSIONS)
