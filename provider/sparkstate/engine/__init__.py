@@ -1,5 +1,6 @@
 """The store engine: the lifecycle of one store (Store) over a backend (RocksDB or heap)."""
+from .change_feed import VersionChanges
 from .spec import StoreSpec
 from .store import CommitResult, LoadResult, State, Store, StoreMetrics
 
-__all__ = ["Store", "StoreSpec", "LoadResult", "CommitResult", "StoreMetrics", "State"]
+__all__ = ["Store", "StoreSpec", "LoadResult", "CommitResult", "StoreMetrics", "State", "VersionChanges"]

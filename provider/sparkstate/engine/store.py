@@ -28,7 +28,7 @@ from ..keygroups import key_group, partition_of
 from ..storage import FileIO
 from .backend import Backend, BackendContext, Cursor
 from .backends import builder_for, open_snapshot
-from .change_feed import VersionChanges, read_changes
+from .change_feed import VersionChanges, read_changes, snapshot_manifest
 from .local_layout import InstanceLayout, default_local_root, reclaim_dead_instances, safe_name
 from .snapshot_runner import run_snapshot
 from .spec import StoreSpec
@@ -222,9 +222,8 @@ class Store:
             t0 = time.perf_counter()
             self._close_backend()
             self._state = State.CLOSED
-            manifest = self._file_manager.read_manifest(snapshot_version) if \
-                self.spec.settings.backend == "rocksdb" else None
-            self._check_manifest(manifest)
+            if self.spec.settings.backend == "rocksdb":  # the snapshot is a version of this store's: check it
+                self._check_manifest(snapshot_manifest(self._file_manager, snapshot_version))
             backend = open_snapshot(self.spec.settings.backend, self._ctx, snapshot_version)
             try:
                 if end_version > snapshot_version:
@@ -241,6 +240,11 @@ class Store:
             self._custom["sparkstateLoadMs"] = load_ms
             self._custom["sparkstateCheckpointLoads"] = 1
             return LoadResult(version=end_version, load_ms=load_ms, source="snapshot")
+
+    @property
+    def scratch_dir(self) -> str:
+        """A local directory of this store's for short-lived files (the change feed's hand-over file)."""
+        return self._layout.staging_dir
 
     def changes(self, start: int, end: int) -> Iterator[VersionChanges]:
         """The writes of versions `start`..`end` from their change logs (Spark's change feed); reads the

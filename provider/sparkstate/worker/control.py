@@ -17,6 +17,7 @@ from typing import Any, Callable
 from .. import __version__
 from ..engine import StoreSpec
 from . import protocol as p
+from .change_file import write_change_file
 from .dispatcher import Session
 from .registry import StoreRegistry
 
@@ -67,6 +68,18 @@ class WorkerControl:
     def loadEmpty(self, handle: int, version: int) -> str:  # noqa: N802 - the Java interface's name
         result = self._registry.get(handle).load_empty(int(version))
         return json.dumps({"version": result.version, "loadMs": result.load_ms, "source": result.source})
+
+    @_reported
+    def replay(self, handle: int, snapshot_version: int, end_version: int) -> str:
+        result = self._registry.get(handle).replay(int(snapshot_version), int(end_version))
+        return json.dumps({"version": result.version, "loadMs": result.load_ms, "source": result.source})
+
+    @_reported
+    def changes(self, handle: int, start_version: int, end_version: int) -> str:
+        """The changes of versions start..end in a local file the JVM reads and deletes (change_file.py)."""
+        store = self._registry.get(handle)
+        path, rows = write_change_file(store.changes(int(start_version), int(end_version)), store.scratch_dir)
+        return json.dumps({"path": path, "rows": rows})
 
     @_reported
     def commit(self, handle: int) -> str:

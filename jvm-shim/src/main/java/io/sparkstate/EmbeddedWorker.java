@@ -143,6 +143,16 @@ final class EmbeddedWorker extends Worker {
     }
 
     @Override
+    public String replay(int handle, long snapshotVersion, long endVersion) {
+      return text("replay", handle, snapshotVersion, endVersion);
+    }
+
+    @Override
+    public String changes(int handle, long startVersion, long endVersion) {
+      return text("changes", handle, startVersion, endVersion);
+    }
+
+    @Override
     public String commit(int handle) {
       return text("commit", handle);
     }

@@ -8,9 +8,11 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
+import java.util.function.BiFunction;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.TaskContext;
 import org.apache.spark.TaskKilledException;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.PrefixKeyScanStateEncoderSpec;
@@ -24,10 +26,14 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProvider$;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
+import org.apache.spark.sql.execution.streaming.state.SupportsFineGrainedReplay;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.NextIterator;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import scala.Enumeration;
 import scala.Option;
+import scala.Tuple4;
 
 /**
  * Spark's entry point: one instance per (checkpoint, operator, partition, store name, query run) per
@@ -39,7 +45,7 @@ import scala.Option;
  * doSnapshotMaintenance/doCleanupMaintenance concurrently (and never hold up a task: we take no lock of
  * theirs). The placement fields are guarded by {@code this}.
  */
-public final class PythonStateStoreProvider implements StateStoreProvider {
+public final class PythonStateStoreProvider implements StateStoreProvider, SupportsFineGrainedReplay {
   private static final Logger LOG = LoggerFactory.getLogger(PythonStateStoreProvider.class);
   static final String INTERNAL_PARTITIONS_KEY = "spark.sql.streaming.internal.stateStore.partitions";
   static final String SHUFFLE_PARTITIONS_KEY = "spark.sql.shuffle.partitions";
@@ -212,26 +218,86 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
     return getStore(version, stateStoreCkptId, forceSnapshotOnCommit, false);
   }
 
-  private PythonStateStore open(long version, Option<String> ckptId, boolean loadEmpty, boolean readOnly) {
+  /**
+   * Spark's snapshot replay ({@code snapshotStartBatchId} of the statestore source): {@code endVersion}
+   * rebuilt from the snapshot of {@code snapshotVersion} and the change logs after it, not from its own files.
+   */
+  @Override
+  public StateStore replayStateFromSnapshot(long snapshotVersion, long endVersion, boolean readOnly,
+      Option<String> snapshotVersionCkptId, Option<String> endVersionCkptId) {
+    rejectCheckpointId(snapshotVersionCkptId);
+    rejectCheckpointId(endVersionCkptId);
+    if (snapshotVersion < 1 || endVersion < snapshotVersion) {
+      throw new IllegalArgumentException("cannot replay versions " + snapshotVersion + ".." + endVersion + " of "
+          + describe(endVersion) + ": the snapshot version must be at least 1 and at most the end version");
+    }
+    return open(endVersion, readOnly, "replay",
+        (control, h) -> control.replay(h, snapshotVersion, endVersion));
+  }
+
+  /** Spark's change feed ({@code readChangeFeed} of the statestore source) of versions start..end. */
+  @Override
+  public NextIterator<Tuple4<Enumeration.Value, UnsafeRow, UnsafeRow, Object>> getStateStoreChangeDataReader(
+      long startVersion, long endVersion, Option<String> colFamilyNameOpt, Option<String> endVersionCkptId) {
+    requireInit();
+    rejectCheckpointId(endVersionCkptId);
+    if (colFamilyNameOpt != null && colFamilyNameOpt.isDefined()) {
+      throw new UnsupportedOperationException("sparkstate stores have no column families (asked for "
+          + colFamilyNameOpt.get() + ")");
+    }
+    WorkerLease lease = WorkerPool.get().leaseFor(settings, currentHolder());
+    Worker worker = lease.worker();
+    String path;
+    try {
+      int h = placeOn(worker, endVersion);
+      path = Json.parse(worker.control().changes(h, startVersion, endVersion), "changes").path("path").asText();
+    } catch (RuntimeException e) {
+      throw failure("read the changes of versions " + startVersion + ".." + endVersion + " of", endVersion,
+          worker, e);
+    } finally {
+      if (!lease.isTaskScoped()) {
+        lease.release();
+      }
+    }
+    return new ChangeFileReader(path,
+        new KeyCodec(keySchema, valueSchema, numColsPrefixKey, id.storeName(), numPartitions, id.partitionId()),
+        describe(endVersion));
+  }
+
+  private void requireInit() {
     if (id == null) {
       throw new IllegalStateException("sparkstate provider used before init");
     }
+  }
+
+  private static void rejectCheckpointId(Option<String> ckptId) {
+    if (ckptId != null && ckptId.isDefined()) {
+      throw new UnsupportedOperationException("sparkstate supports only checkpoint format 1, but a state "
+          + "store checkpoint id was given (" + ckptId.get() + ")");
+    }
+  }
+
+  private PythonStateStore open(long version, Option<String> ckptId, boolean loadEmpty, boolean readOnly) {
+    requireInit();
     if (version < 0) {
       throw new IllegalArgumentException("version cannot be negative: " + version + " (" + describe(version) + ")");
     }
     if (loadEmpty && readOnly) {
       throw new IllegalArgumentException("loadEmpty asks for a store to write: " + describe(version));
     }
-    if (ckptId != null && ckptId.isDefined()) {
-      throw new UnsupportedOperationException("sparkstate supports only checkpoint format 1, but a state "
-          + "store checkpoint id was given (" + ckptId.get() + ")");
-    }
+    rejectCheckpointId(ckptId);
+    return open(version, readOnly, "load",
+        (control, h) -> loadEmpty ? control.loadEmpty(h, version) : control.load(h, version));
+  }
+
+  /** A store at {@code version} on a leased worker, brought there by {@code loadCall}. */
+  private PythonStateStore open(long version, boolean readOnly, String action,
+      BiFunction<WorkerControl, Integer, String> loadCall) {
     WorkerLease lease = WorkerPool.get().leaseFor(settings, currentHolder());
     Worker worker = lease.worker();
     try {
       int h = placeOn(worker, version);
-      JsonNode loaded = Json.parse(loadEmpty ? worker.control().loadEmpty(h, version)
-          : worker.control().load(h, version), "load");
+      JsonNode loaded = Json.parse(loadCall.apply(worker.control(), h), action);
       long got = loaded.path("version").asLong(version);
       if (got != version) {
         throw new IllegalStateException(describe(version) + ": the worker loaded version " + got);
@@ -244,7 +310,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
       if (!lease.isTaskScoped()) {
         lease.release();
       }
-      throw failure("load", version, worker, e);
+      throw failure(action, version, worker, e);
     }
   }
 

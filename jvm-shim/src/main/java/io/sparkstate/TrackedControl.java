@@ -60,6 +60,26 @@ final class TrackedControl implements WorkerControl {
   }
 
   @Override
+  public String replay(int handle, long snapshotVersion, long endVersion) {
+    tracker.beginCall("replay", handle);
+    try {
+      return target.get().replay(handle, snapshotVersion, endVersion);
+    } finally {
+      tracker.endCall();
+    }
+  }
+
+  @Override
+  public String changes(int handle, long startVersion, long endVersion) {
+    tracker.beginCall("changes", handle);
+    try {
+      return target.get().changes(handle, startVersion, endVersion);
+    } finally {
+      tracker.endCall();
+    }
+  }
+
+  @Override
   public String commit(int handle) {
     tracker.beginCall("commit", handle);
     try {

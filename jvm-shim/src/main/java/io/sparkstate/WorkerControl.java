@@ -22,6 +22,18 @@ public interface WorkerControl {
    */
   String loadEmpty(int handle, long version);
 
+  /**
+   * Rebuilds {@code endVersion} from the snapshot of {@code snapshotVersion} plus the change logs after it
+   * (Spark's snapshot replay); returns what {@link #load} returns.
+   */
+  String replay(int handle, long snapshotVersion, long endVersion);
+
+  /**
+   * Writes the changes of versions {@code startVersion..endVersion} to a local file ({@link ChangeFileReader}
+   * reads and deletes it); returns {@code {"path", "rows"}}.
+   */
+  String changes(int handle, long startVersion, long endVersion);
+
   /** Makes version+1 durable; returns {@code {"version": newVersion, "metrics": {...}}}. */
   String commit(int handle);
 
