@@ -160,12 +160,13 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "Bits per key of the RocksDB bloom filter (0 turns it off).", "an integer >= 0"),
     Declaration("rocksdb.compression", "rocksdb_compression", "lz4", _choice(*COMPRESSIONS),
                 "Compression of RocksDB SST files.", ", ".join(COMPRESSIONS)),
-    Declaration("rocksdb.changeLog", "rocksdb_change_log", True, _bool,
+    Declaration("rocksdb.changeLog", "rocksdb_change_log", False, _bool,
                 "RocksDB backend: keep each commit's writes in a change log file beside its SSTs (an Arrow "
                 "stream compressed as heap.compression, retained with its version), which Spark's change "
                 "feed (`readChangeFeed`) and snapshot replay (`snapshotStartBatchId`) of the statestore "
-                "source read. Its cost follows the keys written, not the state. The heap backend's deltas "
-                "serve both already.", "true, false"),
+                "source read. Its cost follows the keys written, not the state: about as many bytes per "
+                "commit as the new SSTs of an update-heavy batch (docs/benchmarks.md). The heap backend's "
+                "deltas serve both without it.", "true, false"),
     Declaration("heap.snapshotEveryVersions", "heap_snapshot_every", 10, _int_at_least(1),
                 "Heap backend: write a full snapshot (in the background) once this many deltas follow the "
                 "last one; every commit writes its delta synchronously.", "an integer >= 1"),
@@ -227,7 +228,7 @@ class Settings:
     rocksdb_write_buffer_mb: int = 64
     rocksdb_bloom_bits: int = 10
     rocksdb_compression: str = "lz4"
-    rocksdb_change_log: bool = True
+    rocksdb_change_log: bool = False
     heap_snapshot_every: int = 10
     heap_max_versions_in_memory: int = 2
     heap_compression: str = "lz4"

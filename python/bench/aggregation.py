@@ -131,6 +131,10 @@ def summarize_batches(batches: list[BatchStats], wall: float, state_bytes: int, 
         "batch0_ms": data[0].duration_ms if data else None,
         "median_batch_ms": median([b.duration_ms for b in steady]) if steady else None,
         "median_commit_ms": median([b.commit_ms for b in steady]) if steady else None,
+        # sparkstate only (its custom metric, summed over partitions by Spark): what one commit writes
+        "median_uploaded_bytes": median(uploaded) if (uploaded := [
+            u for b in steady if b.operators and (u := b.operators[0].custom.get("sparkstateBytesUploaded"))
+        ]) else None,
         "state_rows": last.state_rows if last else None,
         "state_memory_bytes": last.state_memory_bytes if last else None,
         "checkpoint_state_bytes": state_bytes,
@@ -209,7 +213,7 @@ def run_provider(provider: str, args: argparse.Namespace, data_dir: str, tag: st
 
 
 MEDIAN_FIELDS = ("rows_per_s", "rows_per_s_all", "batch0_ms", "median_batch_ms", "median_commit_ms",
-                 "checkpoint_state_bytes", "state_memory_bytes", "wall_s", "latency_during_us",
+                 "median_uploaded_bytes", "checkpoint_state_bytes", "state_memory_bytes", "wall_s", "latency_during_us",
                  "latency_before_us")
 
 
@@ -253,19 +257,21 @@ def fmt_bytes(v: int | None) -> str:
 
 def markdown_table(results: list[dict]) -> str:
     rows = ["| provider | rows/s (excl. batch 0) | rows/s (all) | median batch ms | median commit ms "
-            "| checkpoint on disk | state memory | state rows | status |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+            "| uploaded per commit | checkpoint on disk | state memory | state rows | status |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
         rows.append(
             f"| {r['provider']} | {fmt_rate(r.get('rows_per_s'))} | {fmt_rate(r.get('rows_per_s_all'))} "
             f"| {fmt_ms(r.get('median_batch_ms'))} | {fmt_ms(r.get('median_commit_ms'))} "
+            f"| {fmt_bytes(r.get('median_uploaded_bytes'))} "
             f"| {fmt_bytes(r.get('checkpoint_state_bytes'))} | {fmt_bytes(r.get('state_memory_bytes'))} "
             f"| {r.get('state_rows', '-') if r.get('state_rows') is not None else '-'} | {r['status']} |")
     return "\n".join(rows)
 
 
 RATIO_FIELDS = (("rows_per_s", "throughput"), ("median_batch_ms", "median batch"),
-                ("median_commit_ms", "median commit"), ("checkpoint_state_bytes", "checkpoint bytes"),
+                ("median_commit_ms", "median commit"), ("median_uploaded_bytes", "uploaded per commit"),
+                ("checkpoint_state_bytes", "checkpoint bytes"),
                 ("state_memory_bytes", "state memory"))
 
 

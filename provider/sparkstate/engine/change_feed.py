@@ -47,8 +47,9 @@ def _changes_of(fm: CheckpointFileManager, manifest: Manifest, scratch: str) -> 
             return []  # the batch wrote nothing
         raise ChangeFeedError(
             f"version {v} (batch {v - 1}) at {fm.manifest_path(v)} keeps no change log: it was written by a "
-            "rescale, or by the rocksdb backend with spark.sql.streaming.stateStore.sparkstate.rocksdb."
-            f"changeLog=false. Read the changes of later batches (changeStartBatchId >= {v})")
+            "rescale, or by the rocksdb backend without spark.sql.streaming.stateStore.sparkstate.rocksdb."
+            "changeLog=true (set it for the query so that the batches after that keep theirs). Read the "
+            f"changes of later batches (changeStartBatchId >= {v})")
     path = fm.fetch_to_cache(manifest.change_log, scratch, v)
     try:
         last: dict[bytes, bytes | None] = {}
