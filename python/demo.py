@@ -38,8 +38,9 @@ from sparkstate.config import PREFIX, Settings  # noqa: E402
 from sparkstate.errors import SparkstateError  # noqa: E402
 from sparkstate_jobs import clickstream  # noqa: E402
 from sparkstate_jobs.progress import BatchStats, human_bytes, median  # noqa: E402
-from sparkstate_jobs.session import (PROVIDERS, ProviderUnavailable, new_session,  # noqa: E402
-                                     parse_conf_pairs, read_conf_file)
+from sparkstate_jobs.session import (HDFS_PROVIDER, PROVIDER_CLASS_KEY, PROVIDERS,  # noqa: E402
+                                     ROCKSDB_PROVIDER, ProviderUnavailable, new_session, parse_conf_pairs,
+                                     read_conf_file)
 
 WATERMARK_DELAY = "1 minute"
 SESSION_GAP = "30 seconds"
@@ -77,13 +78,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def pinned_provider(checkpoint: str) -> str | None:
+    """The provider class the checkpoint's newest offset log entry pins, or None for a new checkpoint: Spark
+    restarts with it whatever the session says, and `sparkstate migrate` changes it."""
+    offsets = os.path.join(checkpoint, "offsets")
+    try:
+        batches = sorted(int(n) for n in os.listdir(offsets) if n.isdigit())
+    except FileNotFoundError:
+        return None
+    if not batches:
+        return None
+    with open(os.path.join(offsets, str(batches[-1])), encoding="utf-8") as fh:
+        lines = fh.read().split("\n")
+    try:
+        return json.loads(lines[1]).get("conf", {}).get(PROVIDER_CLASS_KEY)
+    except (IndexError, ValueError, AttributeError):
+        return None
+
+
 def check_run_file(workdir: str, args: argparse.Namespace) -> None:
-    """Refuse to resume a checkpoint with another provider or view: Spark would silently keep the old one."""
+    """Refuse to resume a checkpoint with another view, or another provider than the one it pins: Spark
+    would silently keep the old one."""
     path = os.path.join(workdir, RUN_FILE)
     if not os.path.exists(path):
         return
     with open(path, encoding="utf-8") as fh:
         recorded = json.load(fh)
+    if pinned_provider(os.path.join(workdir, "checkpoint")) is not None:
+        recorded["provider"] = args.provider  # the checkpoint names its provider; it is reported at the start
     for key in ("provider", "view"):
         if recorded.get(key) != getattr(args, key):
             raise SystemExit(
@@ -253,7 +275,16 @@ def main(argv: list[str] | None = None) -> int:
     resumed = os.path.isdir(os.path.join(checkpoint, "commits"))
     print(f"workdir {workdir}: {'resuming from checkpoint' if resumed else 'new checkpoint'}; "
           f"added {len(chunk.files)} input files x {args.rows_per_batch} events")
-    print(f"provider: {spark.conf.get('spark.sql.streaming.stateStore.providerClass')}")
+    configured = spark.conf.get(PROVIDER_CLASS_KEY)
+    pinned = pinned_provider(checkpoint)
+    if pinned and pinned != configured:
+        print(f"provider: {pinned}, which the checkpoint pins (set when it was created, or by sparkstate "
+              f"migrate); --provider {args.provider} applies to new checkpoints only")
+        names = {HDFS_PROVIDER: "hdfs", ROCKSDB_PROVIDER: "rocksdb", "io.sparkstate.PythonStateStoreProvider":
+                 "sparkstate"}
+        args.provider = names.get(pinned, pinned)  # what this run's summary is of
+    else:
+        print(f"provider: {configured}")
 
     if resumed and os.path.isdir(os.path.join(output_dir, "_spark_metadata")):
         interval = int(spark.conf.get("spark.sql.streaming.fileSink.log.compactInterval", "10"))

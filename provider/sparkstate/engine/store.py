@@ -139,6 +139,7 @@ class Store:
         self._version: int | None = None    # committed version the backend started from / last committed
         self._head: int | None = None       # the last version loaded or committed (kept when released)
         self._dirty = False                 # backend holds writes not in any committed version
+        self._foreign: Manifest | None = None  # the loaded version's manifest, if another backend wrote it
         self._custom: dict[str, int] = {name: 0 for name in CUSTOM_METRICS}
 
     @property
@@ -177,7 +178,7 @@ class Store:
                 try:
                     manifest = self._read_manifest_for_load(version)
                     self._check_manifest(manifest)
-                    self._backend = self._builder(self._ctx, manifest)
+                    self._backend = self._builder_for(manifest)(self._ctx, manifest)
                 except (VersionNotFoundError, CorruptCheckpointError) as e:
                     raise type(e)(f"{e}. {self._way_back(version)}") from e
                 source = "checkpoint"
@@ -203,6 +204,7 @@ class Store:
             self._close_backend()
             self._state = State.CLOSED
             self._backend = self._builder(self._ctx, None)
+            self._foreign = None
             self._backend.start_empty_at(version)
             self._version, self._dirty, self._state = version, True, State.LOADED
             self._head = version
@@ -222,9 +224,15 @@ class Store:
             t0 = time.perf_counter()
             self._close_backend()
             self._state = State.CLOSED
-            if self.spec.settings.backend == "rocksdb":  # the snapshot is a version of this store's: check it
-                self._check_manifest(snapshot_manifest(self._file_manager, snapshot_version))
-            backend = open_snapshot(self.spec.settings.backend, self._ctx, snapshot_version)
+            written_by = self._checkpoint_backend()
+            self._foreign = None
+            if written_by == "rocksdb":  # the snapshot is a version of this store's: check it
+                snapshot = snapshot_manifest(self._file_manager, snapshot_version)
+                self._check_manifest(snapshot)
+                self._builder_for(snapshot)
+            elif written_by != self.spec.settings.backend:
+                self._foreign = self._file_manager.read_manifest(self._file_manager.latest_version())
+            backend = open_snapshot(written_by, self._ctx, snapshot_version)
             try:
                 if end_version > snapshot_version:
                     for changes in read_changes(self._file_manager, snapshot_version + 1, end_version,
@@ -246,13 +254,19 @@ class Store:
         """A local directory of this store's for short-lived files (the change feed's hand-over file)."""
         return self._layout.staging_dir
 
+    def _checkpoint_backend(self) -> str:
+        """The backend of the newest version in the checkpoint (the setting's when there is none)."""
+        latest = self._file_manager.latest_version()
+        return self._file_manager.read_manifest(latest).backend if latest is not None else \
+            self.spec.settings.backend
+
     def changes(self, start: int, end: int) -> Iterator[VersionChanges]:
         """The writes of versions `start`..`end` from their change logs (Spark's change feed); reads the
         checkpoint only, whatever the store has loaded."""
         return read_changes(self._file_manager, start, end, self._layout.staging_dir)
 
     def _check_manifest(self, manifest: Manifest | None) -> None:
-        """Refuse a manifest of another store or backend before any backend reads it."""
+        """Refuse a manifest of another store before any backend reads it."""
         if manifest is None:
             return
         path = self._file_manager.manifest_path(manifest.version)
@@ -268,13 +282,26 @@ class Store:
             # Same operator, partition and name under another query key: the checkpoint itself was moved.
             log.info("%s was written when the checkpoint was at another path (%s); loading it",
                      path, theirs.query_key)
-        wanted = self.spec.settings.backend
-        if manifest.backend != wanted:
+
+    def _builder_for(self, manifest: Manifest | None):
+        """The builder of the backend that wrote `manifest`: a version is read with its own backend (Spark's
+        state source and replay need no setting), and `commit` refuses to write with another than the
+        query's (`_foreign`)."""
+        self._foreign = None
+        if manifest is None or manifest.backend == self.spec.settings.backend:
+            return self._builder
+        self._foreign = manifest
+        return builder_for(manifest.backend)
+
+    def _refuse_foreign_commit(self) -> None:
+        manifest = self._foreign
+        if manifest is not None:
             raise CheckpointError(
                 f"version {manifest.version} at {self._file_manager.manifest_path(manifest.version)} was "
-                f"written by the {manifest.backend!r} backend; this query runs backend={wanted}. A checkpoint "
-                f"keeps the backend it was created with: set spark.sql.streaming.stateStore.sparkstate.backend="
-                f"{manifest.backend}, or start from a new checkpoint")
+                f"written by the {manifest.backend!r} backend; this query runs backend="
+                f"{self.spec.settings.backend}. A checkpoint keeps the backend it was created with: set "
+                f"spark.sql.streaming.stateStore.sparkstate.backend={manifest.backend}, or start from a new "
+                "checkpoint")
 
     def _way_back(self, version: int) -> str:
         """What a load error adds: the older versions a roll-back can go to, and where to read how."""
@@ -327,6 +354,7 @@ class Store:
         with self._lock:
             self._require("commit", _READABLE)
             assert self._version is not None
+            self._refuse_foreign_commit()
             new_version = self._version + 1
             t0 = time.perf_counter()
             try:

@@ -62,8 +62,6 @@ def find_full_snapshot(fm: CheckpointFileManager, version: int) -> SharedFileRef
     name = hf.local_name(hf.KIND_FULL, version)
     fulls: set[int] = set()
     for v in reversed(fm.versions()):
-        if v < version:
-            break
         try:
             manifest = fm.read_manifest(v)
         except CheckpointError:
@@ -74,7 +72,7 @@ def find_full_snapshot(fm: CheckpointFileManager, version: int) -> SharedFileRef
             parsed = hf.parse_local_name(ref.local)
             if parsed is not None and parsed[0] == hf.KIND_FULL:
                 fulls.add(parsed[1])
-    listed = ", ".join(f"{s} (batch {s - 1})" for s in sorted(fulls)) or "none at or after it"
+    listed = ", ".join(f"{s} (batch {s - 1})" for s in sorted(fulls)) or "none yet"
     raise ChangeFeedError(
         f"no full snapshot of version {version} (batch {version - 1}) is retained at {fm.root}; the heap "
         f"backend's retained full snapshots: {listed}. Choose one of those as snapshotStartBatchId "
