@@ -31,20 +31,9 @@ if [ "$target" = "--sample" ]; then
     (cd "$repo" && "$python" - "$checkpoint" "${SAMPLE_BACKEND:-rocksdb}" <<'PY'
 import sys
 
-from tests.engine.conftest import kv
-from tests.inspection.conftest import BATCHES, PARTITIONS, open_store, write_log
+from tests.inspection.conftest import write_sample_checkpoint
 
-ckpt, backend = sys.argv[1], sys.argv[2]
-for p in range(PARTITIONS):
-    store = open_store(ckpt, p, f"w{p}", backend)
-    for batch in range(BATCHES):
-        store.load(batch)
-        store.apply_batch([kv(100 * batch + 10 * p + i) for i in range(10)])
-        store.commit()
-    store.close()
-for batch in range(BATCHES):
-    write_log(ckpt, "offsets", batch)
-    write_log(ckpt, "commits", batch)
+write_sample_checkpoint(sys.argv[1], sys.argv[2])
 PY
     )
 else

@@ -25,19 +25,8 @@ import sys
 import tempfile
 import time
 
-SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-
-
-def _write_input(data_dir: str, keys: int) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    os.makedirs(data_dir, exist_ok=True)
-    half = keys // 2
-    for i, (lo, hi) in enumerate([(0, half), (half, keys)]):
-        table = pa.table({"key": pa.array(range(lo, hi), pa.int64()), "value": pa.array(range(lo, hi), pa.int64())})
-        pq.write_table(table, os.path.join(data_dir, f".tmp-{i}"))
-        os.rename(os.path.join(data_dir, f".tmp-{i}"), os.path.join(data_dir, f"part-{i:03d}.parquet"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # python/bench: the rescale benchmark's input
+from rescale import SPARK_ROCKSDB, write_input  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
     work = tempfile.mkdtemp(prefix="bench-migrate-", dir=args.workdir)
     data, checkpoint = os.path.join(work, "input"), os.path.join(work, "checkpoint")
-    _write_input(data, args.keys)
+    write_input(data, args.keys)
     builder = (SparkSession.builder.master(args.master).appName("bench-migrate")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.memory", args.driver_memory)

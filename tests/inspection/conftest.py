@@ -38,6 +38,12 @@ def write_log(ckpt: str, kind: str, batch: int) -> None:
 def query(tmp_path, backend):
     """A checkpoint as a two-partition query leaves it after four batches."""
     ckpt = str(tmp_path / "ckpt")
+    write_sample_checkpoint(ckpt, backend)
+    return ckpt
+
+
+def write_sample_checkpoint(ckpt: str, backend: str) -> None:
+    """The `query` fixture's checkpoint at `ckpt` (scripts/render_inspect_page.sh --sample draws it too)."""
     for p in range(PARTITIONS):
         store = open_store(ckpt, p, f"w{p}", backend)
         for batch in range(BATCHES):
@@ -48,4 +54,3 @@ def query(tmp_path, backend):
     for batch in range(BATCHES):
         write_log(ckpt, "offsets", batch)
         write_log(ckpt, "commits", batch)
-    return ckpt
