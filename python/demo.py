@@ -35,12 +35,15 @@ if not __package__:  # run as a script from a checkout
     ensure_sparkstate_jobs()
 
 from sparkstate.config import PREFIX, Settings  # noqa: E402
+from sparkstate.checkpoint.spark_logs import SparkLogs  # noqa: E402
 from sparkstate.errors import SparkstateError  # noqa: E402
+from sparkstate.migration.plan import pinned_provider as pinned_provider_of  # noqa: E402
+from sparkstate.migration.plan import provider_name  # noqa: E402
+from sparkstate.storage.local import LocalFileIO  # noqa: E402
 from sparkstate_jobs import clickstream  # noqa: E402
 from sparkstate_jobs.progress import BatchStats, human_bytes, median  # noqa: E402
-from sparkstate_jobs.session import (HDFS_PROVIDER, PROVIDER_CLASS_KEY, PROVIDERS,  # noqa: E402
-                                     ROCKSDB_PROVIDER, ProviderUnavailable, new_session, parse_conf_pairs,
-                                     read_conf_file)
+from sparkstate_jobs.session import (PROVIDER_CLASS_KEY, PROVIDERS, ProviderUnavailable, new_session,  # noqa: E402
+                                     parse_conf_pairs, read_conf_file)
 
 WATERMARK_DELAY = "1 minute"
 SESSION_GAP = "30 seconds"
@@ -81,19 +84,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def pinned_provider(checkpoint: str) -> str | None:
     """The provider class the checkpoint's newest offset log entry pins, or None for a new checkpoint: Spark
     restarts with it whatever the session says, and `sparkstate migrate` changes it."""
-    offsets = os.path.join(checkpoint, "offsets")
-    try:
-        batches = sorted(int(n) for n in os.listdir(offsets) if n.isdigit())
-    except FileNotFoundError:
-        return None
-    if not batches:
-        return None
-    with open(os.path.join(offsets, str(batches[-1])), encoding="utf-8") as fh:
-        lines = fh.read().split("\n")
-    try:
-        return json.loads(lines[1]).get("conf", {}).get(PROVIDER_CLASS_KEY)
-    except (IndexError, ValueError, AttributeError):
-        return None
+    logs = SparkLogs(LocalFileIO(), checkpoint)
+    batches = logs.offset_batches()
+    return pinned_provider_of(logs.read_offset(batches[-1])) if batches else None
 
 
 def check_run_file(workdir: str, args: argparse.Namespace) -> None:
@@ -280,9 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     if pinned and pinned != configured:
         print(f"provider: {pinned}, which the checkpoint pins (set when it was created, or by sparkstate "
               f"migrate); --provider {args.provider} applies to new checkpoints only")
-        names = {HDFS_PROVIDER: "hdfs", ROCKSDB_PROVIDER: "rocksdb", "io.sparkstate.PythonStateStoreProvider":
-                 "sparkstate"}
-        args.provider = names.get(pinned, pinned)  # what this run's summary is of
+        args.provider = provider_name(pinned)  # what this run's summary is of
     else:
         print(f"provider: {configured}")
 

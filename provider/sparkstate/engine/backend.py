@@ -129,10 +129,10 @@ class Backend(ABC):
     def bulk_loaded(self) -> None:
         """A bulk loader filled this backend (rescaling): the next version keeps no change log."""
 
+    @abstractmethod
     def apply_replayed(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Apply an older version's recorded writes (snapshot replay): the state changes, but these writes
         are not this version's own and no change log records them."""
-        self.apply_batch(records)
 
     def maintenance_snapshot(self) -> None:
         """Periodic maintenance hook (Spark's maintenance thread, under the store lock); must not block."""

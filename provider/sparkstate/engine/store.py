@@ -178,21 +178,27 @@ class Store:
                 try:
                     manifest = self._read_manifest_for_load(version)
                     self._check_manifest(manifest)
-                    self._backend = self._builder_for(manifest)(self._ctx, manifest)
+                    self._foreign = self._written_by_another_backend(manifest)
+                    builder = builder_for(manifest.backend) if self._foreign else self._builder
+                    self._backend = builder(self._ctx, manifest)
                 except (VersionNotFoundError, CorruptCheckpointError) as e:
                     raise type(e)(f"{e}. {self._way_back(version)}") from e
                 source = "checkpoint"
                 restored = manifest is not None
                 if restored:
                     self._check_key_groups(version)
-            self._version, self._dirty, self._state = version, False, State.LOADED
-            self._head = version
-            load_ms = _ms_since(t0)
-            self._custom["sparkstateLoadMs"] = load_ms
-            # 1 when this load read a committed version back from the checkpoint (a new or moved store,
-            # or a retry after a failure), 0 when the live state was reused or version 0 started empty.
-            self._custom["sparkstateCheckpointLoads"] = int(restored)
-            return LoadResult(version=version, load_ms=load_ms, source=source)
+            return self._loaded(version, False, t0, restored, source)
+
+    def _loaded(self, version: int, dirty: bool, t0: float, restored: bool, source: str) -> LoadResult:
+        """The store holds `version` now (`dirty`: with writes no committed version has); its metrics."""
+        self._version, self._dirty, self._state = version, dirty, State.LOADED
+        self._head = version
+        load_ms = _ms_since(t0)
+        self._custom["sparkstateLoadMs"] = load_ms
+        # 1 when this load read a committed version back from the checkpoint (a new or moved store,
+        # or a retry after a failure), 0 when the live state was reused or version 0 started empty.
+        self._custom["sparkstateCheckpointLoads"] = int(restored)
+        return LoadResult(version=version, load_ms=load_ms, source=source)
 
     def load_empty(self, version: int) -> LoadResult:
         """Start empty at `version`, whatever the checkpoint holds (Spark's `loadEmpty`, for tools that write
@@ -206,12 +212,7 @@ class Store:
             self._backend = self._builder(self._ctx, None)
             self._foreign = None
             self._backend.start_empty_at(version)
-            self._version, self._dirty, self._state = version, True, State.LOADED
-            self._head = version
-            load_ms = _ms_since(t0)
-            self._custom["sparkstateLoadMs"] = load_ms
-            self._custom["sparkstateCheckpointLoads"] = 0
-            return LoadResult(version=version, load_ms=load_ms, source="empty")
+            return self._loaded(version, True, t0, False, "empty")
 
     def replay(self, snapshot_version: int, end_version: int) -> LoadResult:
         """Rebuild `end_version` from the snapshot of `snapshot_version` and the change logs of the versions
@@ -224,14 +225,12 @@ class Store:
             t0 = time.perf_counter()
             self._close_backend()
             self._state = State.CLOSED
-            written_by = self._checkpoint_backend()
-            self._foreign = None
+            latest = self._file_manager.latest_version()
+            self._foreign = self._written_by_another_backend(
+                self._file_manager.read_manifest(latest) if latest is not None else None)
+            written_by = self._foreign.backend if self._foreign else self.spec.settings.backend
             if written_by == "rocksdb":  # the snapshot is a version of this store's: check it
-                snapshot = snapshot_manifest(self._file_manager, snapshot_version)
-                self._check_manifest(snapshot)
-                self._builder_for(snapshot)
-            elif written_by != self.spec.settings.backend:
-                self._foreign = self._file_manager.read_manifest(self._file_manager.latest_version())
+                self._check_manifest(snapshot_manifest(self._file_manager, snapshot_version))
             backend = open_snapshot(written_by, self._ctx, snapshot_version)
             try:
                 if end_version > snapshot_version:
@@ -242,23 +241,12 @@ class Store:
                 backend.close()
                 raise
             self._backend = backend
-            self._version, self._dirty, self._state = end_version, True, State.LOADED
-            self._head = end_version
-            load_ms = _ms_since(t0)
-            self._custom["sparkstateLoadMs"] = load_ms
-            self._custom["sparkstateCheckpointLoads"] = 1
-            return LoadResult(version=end_version, load_ms=load_ms, source="snapshot")
+            return self._loaded(end_version, True, t0, True, "snapshot")
 
     @property
     def scratch_dir(self) -> str:
         """A local directory of this store's for short-lived files (the change feed's hand-over file)."""
         return self._layout.staging_dir
-
-    def _checkpoint_backend(self) -> str:
-        """The backend of the newest version in the checkpoint (the setting's when there is none)."""
-        latest = self._file_manager.latest_version()
-        return self._file_manager.read_manifest(latest).backend if latest is not None else \
-            self.spec.settings.backend
 
     def changes(self, start: int, end: int) -> Iterator[VersionChanges]:
         """The writes of versions `start`..`end` from their change logs (Spark's change feed); reads the
@@ -283,15 +271,10 @@ class Store:
             log.info("%s was written when the checkpoint was at another path (%s); loading it",
                      path, theirs.query_key)
 
-    def _builder_for(self, manifest: Manifest | None):
-        """The builder of the backend that wrote `manifest`: a version is read with its own backend (Spark's
-        state source and replay need no setting), and `commit` refuses to write with another than the
-        query's (`_foreign`)."""
-        self._foreign = None
-        if manifest is None or manifest.backend == self.spec.settings.backend:
-            return self._builder
-        self._foreign = manifest
-        return builder_for(manifest.backend)
+    def _written_by_another_backend(self, manifest: Manifest | None) -> Manifest | None:
+        """`manifest` if another backend than the query's wrote it: a version is read with the backend that
+        wrote it (Spark's state source and replay need no setting), and `commit` refuses to continue it."""
+        return manifest if manifest is not None and manifest.backend != self.spec.settings.backend else None
 
     def _refuse_foreign_commit(self) -> None:
         manifest = self._foreign

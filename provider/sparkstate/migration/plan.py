@@ -19,6 +19,7 @@ from ..checkpoint.location import spark_store_location
 from ..checkpoint.spark_logs import (
     PROVIDER_CLASS_CONF,
     SUPPORTED_OPERATORS,
+    OffsetEntry,
     SparkLogs,
     is_single_partition_key,
     parse_state_schema,
@@ -92,12 +93,7 @@ def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO) -> Mi
     if backend is not None and to != "sparkstate":
         raise MigrationError(f"--backend applies to --to sparkstate only (got --to {to})")
     target = PROVIDERS[to]
-    logs = SparkLogs(fio, checkpoint)
-    offsets, commits = logs.offset_batches(), logs.commit_batches()
-    if not offsets:
-        raise MigrationError(f"{checkpoint} has no offset log: not a streaming checkpoint, or the query never ran")
-    if not commits:
-        raise MigrationError(f"{checkpoint} has no committed batch: run the query at least one batch first")
+    logs, offsets, commits = committed_logs(fio, checkpoint)
     last, resume = commits[-1], False
     if offsets[-1] == last + 1 and logs.read_offset(last + 1).conf.get(PROVIDER_CLASS_CONF) == target \
             and logs.read_offset(last).conf.get(PROVIDER_CLASS_CONF) != target:
@@ -110,7 +106,7 @@ def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO) -> Mi
     except CheckpointError as e:
         raise MigrationError(f"{e}; a checkpoint format version 2 checkpoint cannot be migrated") from None
     entry = logs.read_offset(last)
-    source = entry.conf.get(PROVIDER_CLASS_CONF) or HDFS_PROVIDER
+    source = pinned_provider(entry)
     if source == target:
         raise MigrationError(f"the query of {checkpoint} already runs on {provider_name(source)} ({source})")
     if source not in PROVIDERS.values():
@@ -129,6 +125,23 @@ def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO) -> Mi
                          backend=(backend or "rocksdb") if to == "sparkstate" else None,
                          last_committed_batch=last, partitions=partitions, stores=stores, resume=resume,
                          source_conf=source_conf)
+
+
+def committed_logs(fio: FileIO, checkpoint: str) -> tuple[SparkLogs, list[int], list[int]]:
+    """(Spark's logs, offset batches, commit batches) of a checkpoint with at least one committed batch, or
+    MigrationError saying what it lacks."""
+    logs = SparkLogs(fio, checkpoint)
+    offsets, commits = logs.offset_batches(), logs.commit_batches()
+    if not offsets:
+        raise MigrationError(f"{checkpoint} has no offset log: not a streaming checkpoint, or the query never ran")
+    if not commits:
+        raise MigrationError(f"{checkpoint} has no committed batch: run the query at least one batch first")
+    return logs, offsets, commits
+
+
+def pinned_provider(entry: OffsetEntry) -> str:
+    """The provider class an offset log entry pins (Spark's default, HDFS, when it names none)."""
+    return entry.conf.get(PROVIDER_CLASS_CONF) or HDFS_PROVIDER
 
 
 def _stores(fio: FileIO, checkpoint: str) -> list[StoreToCopy]:

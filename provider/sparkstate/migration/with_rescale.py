@@ -11,13 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..checkpoint.spark_logs import PROVIDER_CLASS_CONF, SparkLogs
 from ..config import PROVIDER_CLASS
 from ..errors import MigrationError
 from ..rescaling.plan import normalize_checkpoint
 from ..rescaling.runner import RescaleSummary, rescale
 from ..storage import fileio_for
-from .plan import HDFS_PROVIDER, PROVIDERS, provider_name
+from .plan import PROVIDERS, committed_logs, pinned_provider, provider_name
 from .runner import MigrationSummary, ProgressFn, migrate
 
 StepFn = Callable[[str], None]
@@ -75,12 +74,7 @@ def migrate_and_rescale(spark: Any, checkpoint: str, to: str, partitions: int, *
 
 def _committed(checkpoint: str) -> tuple[str, int | None]:
     """(provider class, partition count) of the last committed batch."""
-    logs = SparkLogs(fileio_for(checkpoint), checkpoint)
-    commits = logs.commit_batches()
-    if not logs.offset_batches():
-        raise MigrationError(f"{checkpoint} has no offset log: not a streaming checkpoint, or the query never ran")
-    if not commits:
-        raise MigrationError(f"{checkpoint} has no committed batch: run the query at least one batch first")
+    logs, _, commits = committed_logs(fileio_for(checkpoint), checkpoint)
     entry = logs.read_offset(commits[-1])
-    return entry.conf.get(PROVIDER_CLASS_CONF) or HDFS_PROVIDER, entry.shuffle_partitions
+    return pinned_provider(entry), entry.shuffle_partitions
 

@@ -136,6 +136,7 @@ class RocksDBBackend(Backend):
         self._changes_lost = True
 
     def _drop_changes(self) -> None:
+        """Start the change log afresh: the next write begins the journal of the version after `_version`."""
         changes, self._changes = self._changes, None
         self._changes_lost = not self.ctx.settings.rocksdb_change_log
         if changes is not None:
@@ -198,7 +199,7 @@ class RocksDBBackend(Backend):
         self._lineage = {ref.local: ref for ref in outcome.manifest.shared_files}
         self._base = outcome.manifest
         self._version = resources.version
-        self._changes_lost = not self.ctx.settings.rocksdb_change_log
+        self._drop_changes()  # prepare took the journal: this only restarts the change log
         self.ctx.file_manager.prune_cache(self.ctx.layout.cache_dir, outcome.manifest.remote_names())
         outcome.flush_ms = resources.flush_ms
         return outcome
@@ -209,8 +210,6 @@ class RocksDBBackend(Backend):
         if resources.changes is not None and not resources.changes_finished:
             resources.changes.discard()  # the upload failed before the change log was made durable
             resources.changes = None
-        if self._base is None or self._base.version != resources.version:  # the commit failed
-            self._changes_lost = True  # its writes are in the database but in no journal any more
 
     # ---- versions -------------------------------------------------------------------------------
     def rewind(self, version: int) -> bool:
@@ -218,9 +217,8 @@ class RocksDBBackend(Backend):
         base_version = self._base.version if self._base is not None else 0
         if self._db is None or version != base_version:
             return False
-        self.close()
+        self.close()  # drops the change log too
         self._version = base_version
-        self._changes_lost = not self.ctx.settings.rocksdb_change_log
         restored = choose_restore(self.ctx, self._base).run()  # the lineage's files are in cache/
         try:
             options, self._cache = make_options(self.ctx.settings)

@@ -85,7 +85,7 @@ def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources,
                         writer_instance_id=ctx.instance_id, query_run_id=ctx.query_run_id,
                         created_ms=int(time.time() * 1000), shared_files=shared,
                         private_files=tuple(private), store=ctx.store,
-                        change_log=change_log if res.changes_kept else None, changes_kept=res.changes_kept)
+                        change_log=change_log, changes_kept=res.changes_kept)
     fm.publish_manifest(manifest)
     fm.add_to_cache(ctx.layout.cache_dir, res.ckpt_dir, uploaded.refs)
     logged = (1, change_log.size) if change_log is not None else (0, 0)
