@@ -29,13 +29,16 @@ def backend(request) -> str:
 
 @pytest.fixture
 def new_store(tmp_path, backend):
-    """new_store(instance_id=..., fileio=..., retain=...) -> an unloaded Store on a shared checkpoint."""
+    """new_store(instance_id=..., fileio=..., retain=..., checkpoint_ids=...) -> an unloaded Store on a shared
+    checkpoint (`checkpoint_ids`: Spark's checkpoint format v2)."""
     stores: list[Store] = []
     checkpoint = "file:" + str(tmp_path / "ckpt" / "state" / "0" / "1")
 
-    def make(instance_id: str = "inst-1", fileio=None, retain: int = 100, local_root=None, **settings) -> Store:
-        s = Store(make_spec(checkpoint, instance_id, retain, backend=backend, **settings),
-                  str(local_root or tmp_path / "local"), fileio=fileio)
+    def make(instance_id: str = "inst-1", fileio=None, retain: int = 100, local_root=None,
+             checkpoint_ids: bool = False, **settings) -> Store:
+        spec = make_spec(checkpoint, instance_id, retain, backend=backend, **settings)
+        s = Store(dataclasses.replace(spec, checkpoint_ids=checkpoint_ids), str(local_root or tmp_path / "local"),
+                  fileio=fileio)
         stores.append(s)
         return s
     make.checkpoint_dir = tmp_path / "ckpt" / "state" / "0" / "1" / "sparkstate"

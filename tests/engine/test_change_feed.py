@@ -70,7 +70,7 @@ def test_versions_retention_removed_are_refused_with_what_is_kept(new_store):
     store = new_store(retain=3, rocksdb_change_log=True)
     _history(store)
     store.maintenance_cleanup()
-    with pytest.raises(ChangeFeedError, match=r"version 2 \(batch 1\).*not in the checkpoint.*versions 6\.\.8"):
+    with pytest.raises(ChangeFeedError, match=r"version 5 \(batch 4\).*changes of batches 1\.\.7.*not in the checkpoint.*versions 6\.\.8"):
         list(store.changes(2, 8))
     assert [c.version for c in store.changes(7, 8)] == [7, 8]
 

@@ -6,7 +6,8 @@ from sparkstate.worker.control import WorkerControl
 
 class _Store:
     def commit(self):
-        return SimpleNamespace(version=8, metrics={"sparkstateCommitMs": 5})
+        return SimpleNamespace(version=8, metrics={"sparkstateCommitMs": 5}, checkpoint_id=None,
+                               base_checkpoint_id=None)
 
     def metrics(self):
         return SimpleNamespace(num_keys=42, memory_used_bytes=1024, custom={"sparkstateCommitMs": 5})

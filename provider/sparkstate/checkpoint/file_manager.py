@@ -24,6 +24,7 @@ from .manifest import Manifest, SharedFileRef, header_crc
 log = logging.getLogger(__name__)
 
 _MANIFEST_RE = re.compile(r"^(\d+)\.manifest$")
+_ATTEMPT_RE = re.compile(r"^(\d+)_([0-9A-Za-z][0-9A-Za-z-]*)\.manifest$")
 _SUPERSEDED_RE = re.compile(r"^(\d+)\.superseded-[0-9a-f]+$")
 _CHUNK = 1 << 20
 _T = TypeVar("_T")
@@ -50,6 +51,26 @@ def _describe_writer(raw: bytes | None, path: str) -> str:
     return f"the one of writer {m.writer_instance_id} (run {m.query_run_id}, {m.num_keys} keys)"
 
 
+def parse_manifest_name(name: str) -> tuple[int, str | None] | None:
+    """(version, checkpoint id) of a manifest file name: `<v>.manifest` -> (v, None), `<v>_<id>.manifest`
+    (an attempt under checkpoint format v2) -> (v, id); None for any other name."""
+    m = _MANIFEST_RE.match(name)
+    if m:
+        return int(m.group(1)), None
+    m = _ATTEMPT_RE.match(name)
+    if m:
+        return int(m.group(1)), m.group(2)
+    return None
+
+
+def check_checkpoint_id(checkpoint_id: str) -> str:
+    """A checkpoint id becomes part of a file name: letters, digits and dashes only (Spark's are UUIDs)."""
+    if not _ATTEMPT_RE.match(f"0_{checkpoint_id}.manifest"):
+        raise CheckpointError(f"state store checkpoint id {checkpoint_id!r} is not a UUID-like name "
+                              "(letters, digits, dashes); the commit log holding it is damaged")
+    return checkpoint_id
+
+
 def new_attempt_id() -> str:
     """8 hex chars, fresh for every commit attempt: keeps remote names unique across retries."""
     return uuid.uuid4().hex[:8]
@@ -73,6 +94,8 @@ class CheckpointFileManager:
     Remote tree (`root` = `<storeCheckpointLocation>/sparkstate`)::
 
         <root>/manifests/<version>.manifest          one per committed version, written last, atomically
+        <root>/manifests/<version>_<ckptId>.manifest one per commit attempt under checkpoint format v2,
+                                                     written just before `<version>.manifest`, never replaced
         <root>/manifests/<version>.superseded-<id>   read only: older checkpoints may hold such records
                                                      of replaced versions; retention frees their files
         <root>/files/<version>-<id>-<localName>      immutable files (SSTs, heap deltas and snapshots);
@@ -91,10 +114,12 @@ class CheckpointFileManager:
          its manifest does, and is always exactly one complete manifest. The last attempt to commit a
          version wins (see `publish_manifest`); the files of a replaced manifest stay in place, so a
          reader that read it still finds them. A commit failing earlier leaves only unreferenced files
-         behind (removed by `sparkstate gc`).
+         behind (removed by `sparkstate gc`). Under checkpoint format v2 every attempt also keeps its own
+         manifest (`publish_attempt`), which is what a load with the id Spark's commit log recorded reads:
+         there the recorded attempt counts, not the last one.
       3. Every file in `cache/` matched its manifest's size and crc32 when it was downloaded.
-      4. Retention deletes only files referenced by deleted manifests (or superseded records of deleted
-         versions) and by no retained manifest; it never lists `files/`. Unreferenced leftovers of
+      4. Retention deletes only files referenced by deleted manifests (every manifest of a deleted version,
+         attempts and superseded records included) and by no retained manifest; it never lists `files/`. Unreferenced leftovers of
          failed commits are therefore never deleted here (a leak, not a corruption; `checkpoint.gc`
          collects them offline with a grace period).
 
@@ -110,13 +135,17 @@ class CheckpointFileManager:
         self.manifests_dir = self.fileio.join(self.root, "manifests")
         self.files_dir = self.fileio.join(self.root, "files")
         self._lock = threading.Lock()
-        # version -> (header crc, raw length, parsed); guarded by _lock
-        self._cache: dict[int, tuple[int, int, Manifest]] = {}
+        # manifest file name -> (header crc, raw length, parsed); guarded by _lock
+        self._cache: dict[str, tuple[int, int, Manifest]] = {}
         self._reported_beyond: list[int] = []  # last manifests beyond the head that cleanup warned of
 
     # ---- names ----------------------------------------------------------------------------------
-    def manifest_path(self, version: int) -> str:
-        return self.fileio.join(self.manifests_dir, f"{version}.manifest")
+    @staticmethod
+    def manifest_name(version: int, checkpoint_id: str | None = None) -> str:
+        return f"{version}.manifest" if checkpoint_id is None else f"{version}_{checkpoint_id}.manifest"
+
+    def manifest_path(self, version: int, checkpoint_id: str | None = None) -> str:
+        return self.fileio.join(self.manifests_dir, self.manifest_name(version, checkpoint_id))
 
     def file_path(self, remote: str) -> str:
         return self.fileio.join(self.files_dir, remote)
@@ -128,12 +157,7 @@ class CheckpointFileManager:
     # ---- versions -------------------------------------------------------------------------------
     def versions(self) -> list[int]:
         """Committed versions, ascending."""
-        out = []
-        for name in self.fileio.list(self.manifests_dir):
-            m = _MANIFEST_RE.match(name)
-            if m:
-                out.append(int(m.group(1)))
-        return sorted(out)
+        return sorted({p[0] for name in self.fileio.list(self.manifests_dir) if (p := parse_manifest_name(name))})
 
     def latest_version(self) -> int | None:
         vs = self.versions()
@@ -142,18 +166,27 @@ class CheckpointFileManager:
     def has_version(self, version: int) -> bool:
         return self.fileio.exists(self.manifest_path(version))
 
-    def read_manifest(self, version: int) -> Manifest:
-        """The manifest of `version`, always read from storage (a retry elsewhere may have replaced it)."""
-        path = self.manifest_path(version)
+    def read_manifest(self, version: int, checkpoint_id: str | None = None) -> Manifest:
+        """The manifest of `version` (of its attempt `checkpoint_id`, under checkpoint format v2), always
+        read from storage (a retry elsewhere may have replaced it)."""
+        path = self.manifest_path(version, checkpoint_id)
         try:
             raw = self.fileio.read_bytes(path)
         except FileNotFoundError:
+            if checkpoint_id is not None:
+                raise VersionNotFoundError(
+                    f"version {version} has no manifest of attempt {checkpoint_id} (the checkpoint id Spark's "
+                    f"commit log recorded) at {path}: removed by retention (minBatchesToRetain), or the state "
+                    "files are not the ones this commit log was written with") from None
             raise VersionNotFoundError(
                 f"version {version} has no manifest at {path}: never committed, removed by retention "
                 f"(minBatchesToRetain), or the state lives elsewhere (stateLocation)") from None
-        manifest = self._parse_cached(version, raw, path)
+        manifest = self._parse_cached(raw, path)
         if manifest.version != version:
             raise CorruptCheckpointError(f"manifest {path} describes version {manifest.version}, not {version}")
+        if checkpoint_id is not None and manifest.checkpoint_id != checkpoint_id:
+            raise CorruptCheckpointError(
+                f"manifest {path} describes attempt {manifest.checkpoint_id}, not {checkpoint_id}")
         return manifest
 
     def loadable_versions(self, below: int, limit: int = 3, scan: int = 20) -> list[int]:
@@ -177,15 +210,16 @@ class CheckpointFileManager:
                     break
         return out
 
-    def _parse_cached(self, version: int, raw: bytes, path: str) -> Manifest:
+    def _parse_cached(self, raw: bytes, path: str) -> Manifest:
+        name = path.rsplit("/", 1)[-1]
         crc = header_crc(raw)
         with self._lock:
-            hit = self._cache.get(version)
+            hit = self._cache.get(name)
         if hit is not None and crc is not None and hit[0] == crc and hit[1] == len(raw):
             return hit[2]
         manifest = Manifest.from_bytes(raw, path)
         with self._lock:
-            self._cache[version] = (crc or 0, len(raw), manifest)
+            self._cache[name] = (crc or 0, len(raw), manifest)
         return manifest
 
     # ---- commit ---------------------------------------------------------------------------------
@@ -244,8 +278,24 @@ class CheckpointFileManager:
                          manifest.writer_instance_id, manifest.query_run_id, manifest.num_keys)
                 self.fileio.write_bytes_atomic(path, data)
         with self._lock:
-            self._cache[version] = (header_crc(data) or 0, len(data), manifest)
+            self._cache[self.manifest_name(version)] = (header_crc(data) or 0, len(data), manifest)
         return manifest
+
+    def publish_attempt(self, manifest: Manifest) -> Manifest:
+        """Publish a commit attempt under checkpoint format v2: its own manifest
+        `<version>_<checkpointId>.manifest` (put-if-absent: an id names one attempt), then the version's
+        `<version>.manifest` as `publish_manifest` does, for readers that know no checkpoint id. A load with
+        the id Spark's commit log recorded reads the first, whichever attempt was published last."""
+        assert manifest.checkpoint_id is not None
+        path = self.manifest_path(manifest.version, manifest.checkpoint_id)
+        data = manifest.to_bytes()
+        if not self.fileio.create_exclusive(path, data) and self.fileio.read_bytes(path) != data:
+            raise CheckpointError(f"{path} already exists with other content: two commit attempts were given "
+                                  f"the same checkpoint id {manifest.checkpoint_id}")
+        with self._lock:
+            self._cache[self.manifest_name(manifest.version, manifest.checkpoint_id)] = (
+                header_crc(data) or 0, len(data), manifest)
+        return self.publish_manifest(manifest)
 
     def new_file(self, version: int, attempt_id: str, local_name: str, staging_dir: str) -> "NewFile":
         """A file of `version` to be written as a stream (a heap journal or snapshot): in place under
@@ -261,16 +311,21 @@ class CheckpointFileManager:
             f = open(staged, "xb")
         return NewFile(self, remote, local_name, target, staged, f)
 
-    def publish_staged_manifest(self, version: int, data: bytes) -> None:
+    def publish_staged_manifest(self, version: int, data: bytes, checkpoint_id: str | None = None) -> None:
         """Publish a manifest prepared elsewhere (a rescale's staged version): put-if-absent; the same bytes
         already there mean an earlier run of the same step published it. Other content is an error: the
-        version was committed by someone else since the manifest was staged."""
-        path = self.manifest_path(version)
-        if not self.fileio.create_exclusive(path, data) and self.fileio.read_bytes(path) != data:
-            raise CheckpointError(f"{path} already exists with other content: the checkpoint changed since this "
-                                  "version was prepared")
-        with self._lock:
-            self._cache.pop(version, None)
+        version was committed by someone else since the manifest was staged. With a `checkpoint_id` (format
+        v2) the attempt's own manifest is published first."""
+        names = [self.manifest_name(version)]
+        if checkpoint_id is not None:
+            names.insert(0, self.manifest_name(version, checkpoint_id))
+        for name in names:
+            path = self.fileio.join(self.manifests_dir, name)
+            if not self.fileio.create_exclusive(path, data) and self.fileio.read_bytes(path) != data:
+                raise CheckpointError(f"{path} already exists with other content: the checkpoint changed since "
+                                      "this version was prepared")
+            with self._lock:
+                self._cache.pop(name, None)
 
     # ---- local cache ----------------------------------------------------------------------------
     @staticmethod
@@ -355,7 +410,11 @@ class CheckpointFileManager:
         this or another instance commits (see invariants)."""
         keep_n = max(1, min_versions_to_retain)
         names = self.fileio.list(self.manifests_dir)
-        listed = sorted(int(m.group(1)) for n in names if (m := _MANIFEST_RE.match(n)))
+        by_version: dict[int, list[str]] = {}  # version -> its manifest names (plain first, then attempts)
+        for n in sorted(names, key=lambda n: (len(n), n)):
+            if (parsed := parse_manifest_name(n)) is not None:
+                by_version.setdefault(parsed[0], []).append(n)
+        listed = sorted(by_version)
         versions = [v for v in listed if head is None or v <= head]
         beyond = [v for v in listed if head is not None and v > head]
         if beyond and beyond != self._reported_beyond:
@@ -367,13 +426,14 @@ class CheckpointFileManager:
             return CleanupResult()
         retained = versions[-keep_n:]
         doomed = [v for v in versions if v < retained[0]]
+        doomed_names = [n for v in doomed for n in by_version[v]]
         doomed_records = [n for n in names if (m := _SUPERSEDED_RE.match(n)) and int(m.group(1)) < retained[0]]
         if not doomed and not doomed_records:
             return CleanupResult()
 
         candidates: set[str] = set()
-        for v in doomed:
-            m = self._cached_or_read(v)
+        for name in doomed_names:
+            m = self._cached_or_read(name)
             if m is not None:
                 candidates |= m.remote_names()
         for name in doomed_records:
@@ -385,47 +445,51 @@ class CheckpointFileManager:
 
         referenced: set[str] = set()
         for v in retained + beyond:
-            path = self.manifest_path(v)
-            try:
-                raw = self.fileio.read_bytes(path)  # fresh: a retry may have replaced it since we cached it
-            except FileNotFoundError:
-                continue  # a concurrent cleaner with a newer listing deleted it
-            try:
-                referenced |= self._parse_cached(v, raw, path).remote_names()
-            except CorruptCheckpointError as e:
-                if v in beyond:
-                    continue  # a damaged stray: nothing can load it, its files are of no version we keep
-                # We cannot tell what it references; deleting anything could break it.
-                raise CheckpointError(f"cleanup stopped, retained manifest unreadable: {e}; run `sparkstate "
-                                      "verify` on the checkpoint") from e
+            for name in by_version[v]:
+                path = self.fileio.join(self.manifests_dir, name)
+                try:
+                    raw = self.fileio.read_bytes(path)  # fresh: a retry may have replaced it since we cached it
+                except FileNotFoundError:
+                    continue  # a concurrent cleaner with a newer listing deleted it
+                try:
+                    referenced |= self._parse_cached(raw, path).remote_names()
+                except CorruptCheckpointError as e:
+                    if v in beyond:
+                        continue  # a damaged stray: nothing can load it, its files are of no version we keep
+                    # We cannot tell what it references; deleting anything could break it.
+                    raise CheckpointError(f"cleanup stopped, retained manifest unreadable: {e}; run `sparkstate "
+                                          "verify` on the checkpoint") from e
 
-        # Manifests first: a version must vanish before any of its files do.
-        self.fileio.delete_many([self.manifest_path(v) for v in doomed] +
+        # Manifests first: a version must vanish before any of its files do (attempts before the version's
+        # plain manifest, so a version is listed until the last of its manifests is gone).
+        self.fileio.delete_many([self.fileio.join(self.manifests_dir, n) for n in reversed(doomed_names)] +
                                 [self.fileio.join(self.manifests_dir, n) for n in doomed_records])
         with self._lock:
-            for v in doomed:
-                self._cache.pop(v, None)
+            for n in doomed_names:
+                self._cache.pop(n, None)
         victims = sorted(candidates - referenced)
         self.fileio.delete_many(self.file_path(r) for r in victims)
         return CleanupResult(versions_deleted=doomed, files_deleted=len(victims))
 
-    def _cached_or_read(self, version: int) -> Manifest | None:
+    def _cached_or_read(self, name: str) -> Manifest | None:
         with self._lock:
-            hit = self._cache.get(version)
+            hit = self._cache.get(name)
         if hit is not None:
             return hit[2]
+        path = self.fileio.join(self.manifests_dir, name)
         try:
-            return self.read_manifest(version)
-        except VersionNotFoundError:
+            return self._parse_cached(self.fileio.read_bytes(path), path)
+        except FileNotFoundError:
             return None
         except CorruptCheckpointError as e:
-            log.warning("cleanup: cannot read manifest of version %d (its files may leak): %s", version, e)
+            log.warning("cleanup: cannot read manifest %s (its files may leak): %s", path, e)
             return None
 
     def drop_cached(self, versions: Iterable[int]) -> None:
+        drop = set(versions)
         with self._lock:
-            for v in versions:
-                self._cache.pop(v, None)
+            for name in [n for n in self._cache if (p := parse_manifest_name(n)) and p[0] in drop]:
+                self._cache.pop(name, None)
 
 
 class NewFile:

@@ -4,7 +4,8 @@ Retention deletes only the files of the manifests it drops, so three kinds of le
 
 - **Orphan files**: files under `<store>/sparkstate/files/` that no manifest lists, left by crashed or
   losing commit attempts. A file is an orphan when all of these hold:
-    1. no manifest of the store (`N.manifest`, or a legacy `N.superseded-*` record) lists it;
+    1. no manifest of the store (`N.manifest`, an attempt's `N_<checkpointId>.manifest` under checkpoint
+       format v2, or a legacy `N.superseded-*` record) lists it;
     2. no manifest may still adopt it (`Manifest.may_adopt`): a commit after version v may name a heap
        full snapshot of a version in [adoptableFrom, v] that finished in the background, however long the
        stream then stays idle;
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 
 from ..errors import CheckpointError, CorruptCheckpointError
 from ..storage import FileIO, fileio_for
-from .file_manager import _MANIFEST_RE, _SUPERSEDED_RE, CheckpointFileManager
+from .file_manager import _SUPERSEDED_RE, CheckpointFileManager, parse_manifest_name
 from .location import discover_stores
 from .manifest import Manifest
 from .spark_logs import SparkLogs
@@ -55,6 +56,7 @@ class StoreGc:
     young_unreferenced: int = 0     # unreferenced but inside the grace period / newer than the newest manifest
     adoptable: int = 0              # unreferenced, but a commit after a kept version may still name them
     stray_manifests: list[int] = field(default_factory=list)  # versions beyond what the query committed
+    stray_names: list[str] = field(default_factory=list)      # their manifest files (attempts included)
     abandoned: bool = False         # a partition a rescale left behind, deleted whole
     skipped: str | None = None      # why nothing was deleted
 
@@ -122,7 +124,7 @@ def _collect_store(location: str, io: FileIO, dry_run: bool, grace_s: float, now
     result = StoreGc(store=location)
     # 1. manifests first (see module doc)
     infos = io.list_info(fm.manifests_dir)
-    manifest_infos = [i for i in infos if _MANIFEST_RE.match(i.name) or _SUPERSEDED_RE.match(i.name)]
+    manifest_infos = [i for i in infos if parse_manifest_name(i.name) or _SUPERSEDED_RE.match(i.name)]
     if not manifest_infos:
         result.skipped = "no manifest: nothing is known to be committed, nothing is deleted"
         return result, {}
@@ -131,12 +133,15 @@ def _collect_store(location: str, io: FileIO, dry_run: bool, grace_s: float, now
     limit = query.last_batch + 2 if query.last_batch is not None else None
     referenced: set[str] = set()
     manifests: dict[int, Manifest] = {}
+    attempts: list[Manifest] = []
     for info in manifest_infos:
         path = io.join(fm.manifests_dir, info.name)
-        m = _MANIFEST_RE.match(info.name)
-        version = int(m.group(1)) if m else None
+        parsed = parse_manifest_name(info.name)
+        version = parsed[0] if parsed else None
         if version is not None and limit is not None and version > limit and now - info.mtime > grace_s:
-            result.stray_manifests.append(version)
+            if version not in result.stray_manifests:
+                result.stray_manifests.append(version)
+            result.stray_names.append(info.name)
             continue
         try:
             manifest = Manifest.from_bytes(io.read_bytes(path), path)
@@ -146,8 +151,10 @@ def _collect_store(location: str, io: FileIO, dry_run: bool, grace_s: float, now
             result.skipped = f"unreadable manifest, cannot tell what it references: {e}"
             return result, {}
         referenced |= manifest.remote_names()
-        if version is not None:
-            manifests[version] = manifest
+        if parsed is not None and parsed[1] is None:
+            manifests[parsed[0]] = manifest
+        elif parsed is not None:
+            attempts.append(manifest)
     result.versions = len(manifests)
     result.stray_manifests.sort()
     # 2. then the files
@@ -156,7 +163,7 @@ def _collect_store(location: str, io: FileIO, dry_run: bool, grace_s: float, now
     for info in files:
         if info.name in referenced:
             continue
-        if any(m.may_adopt(info.name) for m in manifests.values()):
+        if any(m.may_adopt(info.name) for m in [*manifests.values(), *attempts]):
             result.adoptable += 1
         elif info.mtime < newest and now - info.mtime > grace_s:
             result.orphans.append(info.name)
@@ -165,7 +172,7 @@ def _collect_store(location: str, io: FileIO, dry_run: bool, grace_s: float, now
             result.young_unreferenced += 1
     if not dry_run:
         # Stray manifests before the files only they listed (those are orphans of the next run).
-        io.delete_many(fm.manifest_path(v) for v in result.stray_manifests)
+        io.delete_many(io.join(fm.manifests_dir, n) for n in result.stray_names)
         io.delete_many(fm.file_path(n) for n in result.orphans)
     return result, manifests
 

@@ -35,6 +35,10 @@ Body fields:
     changesKept       optional true: the writer kept every write of this version in `changeLog` (absent
                       `changeLog` then means the batch wrote nothing); absent: it kept none (a bulk-filled
                       version of a rescale or migration, the RocksDB backend with rocksdb.changeLog=false)
+    checkpointId      optional: the unique id of this commit attempt under Spark's checkpoint format v2 (the
+                      id the driver records in its commit log); absent under format 1
+    baseCheckpointId  optional: the checkpoint id of the version this one was built on (its lineage);
+                      absent for the first version or a base loaded without an id
 
 Embedding the private files keeps a version to one small object write plus its new SSTs, and makes the
 manifest the single thing that must be written last.
@@ -107,6 +111,8 @@ class Manifest:
     adoptable_from: int | None = None
     change_log: SharedFileRef | None = None
     changes_kept: bool = False
+    checkpoint_id: str | None = None
+    base_checkpoint_id: str | None = None
     format_version: int = field(default=FORMAT_VERSION)
 
     @property
@@ -157,6 +163,10 @@ class Manifest:
             body["changeLog"] = {"remote": c.remote, "local": c.local, "size": c.size, "crc32": c.crc32}
         if self.changes_kept:
             body["changesKept"] = True
+        if self.checkpoint_id is not None:
+            body["checkpointId"] = self.checkpoint_id
+        if self.base_checkpoint_id is not None:
+            body["baseCheckpointId"] = self.base_checkpoint_id
         if self.store is not None:
             body["store"] = {"queryKey": self.store.query_key, "operatorId": self.store.operator_id,
                              "partitionId": self.store.partition_id, "storeName": self.store.store_name}
@@ -189,11 +199,17 @@ class Manifest:
                        writer_instance_id=str(doc["writerInstanceId"]), query_run_id=str(doc["queryRunId"]),
                        created_ms=int(doc["createdMs"]), shared_files=shared, private_files=tuple(private),
                        store=store, change_log=change_log, changes_kept=bool(doc.get("changesKept", False)),
+                       checkpoint_id=_optional_str(doc.get("checkpointId")),
+                       base_checkpoint_id=_optional_str(doc.get("baseCheckpointId")),
                        adoptable_from=int(doc["adoptableFrom"]) if doc.get("adoptableFrom") is not None else None)
         except CorruptCheckpointError:
             raise
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptCheckpointError(f"manifest {source} has a malformed body: {e!r}") from None
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def remote_version(remote: str) -> int | None:

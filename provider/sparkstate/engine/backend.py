@@ -12,7 +12,7 @@ manifest last, `release_snapshot` frees what prepare pinned. Rescaling fills new
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol, Sequence, TypeVar
 
 from ..checkpoint import CheckpointFileManager, Manifest, StoreIdentity
@@ -63,6 +63,26 @@ class SnapshotOutcome:
     custom: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
+class CommitIds:
+    """The checkpoint ids of the commit in progress under Spark's checkpoint format v2, set by the store
+    before it commits: the attempt's own id and the id of the version it builds on. `checkpoint_id` None:
+    format 1, the version's manifest alone is published."""
+
+    checkpoint_id: str | None = None
+    base_checkpoint_id: str | None = None
+
+
+def publish_commit(ctx: "BackendContext", manifest: Manifest) -> Manifest:
+    """Publish the manifest of a commit, the last step of every backend's upload: under checkpoint format v2
+    with the attempt's ids, as the attempt's own manifest too (`CheckpointFileManager.publish_attempt`)."""
+    ids = ctx.commit_ids
+    if ids.checkpoint_id is None:
+        return ctx.file_manager.publish_manifest(manifest)
+    return ctx.file_manager.publish_attempt(replace(manifest, checkpoint_id=ids.checkpoint_id,
+                                                    base_checkpoint_id=ids.base_checkpoint_id))
+
+
 @dataclass(frozen=True)
 class BackendContext:
     """Everything a backend needs besides its data: settings, where it lives locally, who writes."""
@@ -74,6 +94,7 @@ class BackendContext:
     query_run_id: str
     num_cols_prefix_key: int = 0  # > 0: PrefixKeyScan store (scan prefixes are kg + u32be(len) + prefixRow)
     store: StoreIdentity | None = None  # written into every manifest (a load of another store refuses it)
+    commit_ids: CommitIds = field(default_factory=CommitIds)  # of the commit in progress (format v2)
 
 
 class Backend(ABC):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import ConfigError
+from ..checkpoint import Manifest
 from .backend import Backend, BackendBuilder, BackendContext, BulkLoader
 
 BACKENDS = ("rocksdb", "heap")
@@ -24,16 +25,16 @@ def builder_for(backend_name: str) -> BackendBuilder:
     raise ConfigError(f"unknown state backend {backend_name!r} (expected one of {', '.join(BACKENDS)})")
 
 
-def open_snapshot(backend_name: str, ctx: BackendContext, version: int) -> Backend:
-    """A backend holding the snapshot of `version` that snapshot replay starts from (change_feed.py): for
-    RocksDB the version's own checkpoint, for the heap backend its full snapshot of that version."""
+def open_snapshot(backend_name: str, ctx: BackendContext, lineage: Sequence[Manifest]) -> Backend:
+    """A backend holding the snapshot that snapshot replay starts from (change_feed.py), the version of the
+    last manifest of `lineage` (the manifests from the replay's end version down to it): for RocksDB that
+    version's own checkpoint, for the heap backend its full snapshot of that version."""
     if backend_name == "rocksdb":
-        from .change_feed import snapshot_manifest
         from .rocksdb.backend import open_rocksdb_backend
-        return open_rocksdb_backend(ctx, snapshot_manifest(ctx.file_manager, version))
+        return open_rocksdb_backend(ctx, lineage[-1])
     if backend_name == "heap":
         from .heap.backend import open_heap_snapshot
-        return open_heap_snapshot(ctx, version)
+        return open_heap_snapshot(ctx, lineage)
     raise ConfigError(f"unknown state backend {backend_name!r} (expected one of {', '.join(BACKENDS)})")
 
 

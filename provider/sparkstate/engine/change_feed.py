@@ -6,7 +6,9 @@ Both read what every commit records anyway, nothing else: a version's manifest n
 A version's changes are the last write of each key in its batch, in the order of those last writes; a
 remove is a write of None. A snapshot is a complete image of one version: for RocksDB every version's
 checkpoint is one; for the heap backend its full snapshots (`full-<s>.arrow`), which it writes every
-`heap.snapshotEveryVersions` versions. Version v is the state after batch v-1.
+`heap.snapshotEveryVersions` versions. Version v is the state after batch v-1. Under checkpoint format
+v2 both follow the lineage of the end version's attempt (`CheckpointFileManager.lineage`), the attempts
+Spark's commit log recorded.
 """
 from __future__ import annotations
 
@@ -27,15 +29,18 @@ class VersionChanges:
     rows: list[tuple[bytes, bytes | None]]  # (storage key, value; None: removed)
 
 
-def read_changes(fm: CheckpointFileManager, start: int, end: int, scratch_root: str) -> Iterator[VersionChanges]:
+def read_changes(fm: CheckpointFileManager, start: int, end: int, scratch_root: str,
+                 end_checkpoint_id: str | None = None) -> Iterator[VersionChanges]:
     """The changes of versions `start`..`end` (inclusive), in version order; `scratch_root` is a local
-    directory for the files while they are read."""
+    directory for the files while they are read. With `end_checkpoint_id` (format v2), those of the
+    attempts `end`'s attempt was built on."""
     if start < 1 or end < start:
         raise ChangeFeedError(f"versions {start}..{end} are not a range of committed versions (1 <= start <= end)")
+    manifests = _lineage(fm, end, end_checkpoint_id, start, "changes")
     scratch = tempfile.mkdtemp(prefix="changes-", dir=_ensure(scratch_root))
     try:
-        for v in range(start, end + 1):
-            yield VersionChanges(v, _changes_of(fm, _manifest(fm, v, "changes"), scratch))
+        for manifest in reversed(manifests):
+            yield VersionChanges(manifest.version, _changes_of(fm, manifest, scratch))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -62,21 +67,35 @@ def _changes_of(fm: CheckpointFileManager, manifest: Manifest, scratch: str) -> 
         os.remove(path)
 
 
-def _manifest(fm: CheckpointFileManager, version: int, what: str) -> Manifest:
-    try:
-        return fm.read_manifest(version)
-    except VersionNotFoundError:
-        retained = fm.versions()
-        held = (f"versions {retained[0]}..{retained[-1]} (batches {retained[0] - 1}..{retained[-1] - 1})"
-                if retained else "no versions")
-        raise ChangeFeedError(
-            f"version {version} (batch {version - 1}), needed for the {what}, is not in the checkpoint at "
-            f"{fm.root}: it holds {held}; Spark keeps spark.sql.streaming.minBatchesToRetain versions") from None
+def _lineage(fm: CheckpointFileManager, end: int, end_checkpoint_id: str | None, start: int,
+             what: str) -> list[Manifest]:
+    """The manifests of versions `end` down to `start` that `end` was built on: under checkpoint format v2
+    each manifest names the attempt of its base (`baseCheckpointId`), which is followed; a version without
+    an id is read as its `<v>.manifest`."""
+    out: list[Manifest] = []
+    checkpoint_id = end_checkpoint_id
+    for version in range(end, start - 1, -1):
+        try:
+            manifest = fm.read_manifest(version, checkpoint_id)
+        except VersionNotFoundError:
+            retained = fm.versions()
+            held = (f"versions {retained[0]}..{retained[-1]} (batches {retained[0] - 1}..{retained[-1] - 1})"
+                    if retained else "no versions")
+            attempt = f" attempt {checkpoint_id}" if checkpoint_id else ""
+            raise ChangeFeedError(
+                f"version {version} (batch {version - 1}){attempt}, needed for the {what} of batches {start - 1}.."
+                f"{end - 1}, is not in the checkpoint at {fm.root}: it holds {held}; Spark keeps "
+                "spark.sql.streaming.minBatchesToRetain versions") from None
+        out.append(manifest)
+        checkpoint_id = manifest.base_checkpoint_id
+    return out
 
 
-def snapshot_manifest(fm: CheckpointFileManager, version: int) -> Manifest:
-    """The manifest of `version` for a replay starting from it (RocksDB: every version is a snapshot)."""
-    return _manifest(fm, version, "snapshot")
+def snapshot_lineage(fm: CheckpointFileManager, snapshot: int, end: int,
+                     end_checkpoint_id: str | None = None) -> list[Manifest]:
+    """The manifests of versions `end` down to `snapshot` for a replay from the snapshot of `snapshot` to
+    `end` (RocksDB: every version is a snapshot, the last one listed)."""
+    return _lineage(fm, end, end_checkpoint_id, snapshot, "snapshot replay")
 
 
 def _ensure(path: str) -> str:

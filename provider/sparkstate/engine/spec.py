@@ -29,6 +29,8 @@ class StoreSpec:
     # True when the key group of every key routes it to this partition (pmod(kg, numPartitions)); false for
     # stores without a typed partition-key column (a global aggregate's single partition)
     key_groups_route: bool = False
+    # Spark's checkpoint format v2 (`stateStore.checkpointFormatVersion=2`): every commit gets a unique id
+    checkpoint_ids: bool = False
     settings: Settings = field(default_factory=Settings)
     # The Hadoop conf's `fs.s3a.*` entries (endpoint, credentials...). May hold secrets: never in repr.
     hadoop_s3a: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -53,6 +55,7 @@ class StoreSpec:
             except (TypeError, ValueError):
                 raise ConfigError(f"store spec field '{key}' is not a valid {kind.__name__}: {doc[key]!r}") from None
         values["key_groups_route"] = bool(doc.get("keyGroupsRoute", False))
+        values["checkpoint_ids"] = bool(doc.get("checkpointIds", False))
         values["settings"] = Settings.parse({str(k): str(v) for k, v in (doc.get("settings") or {}).items()})
         values["hadoop_s3a"] = {str(k): str(v) for k, v in (doc.get("hadoopS3a") or {}).items()}
         return cls(**values)

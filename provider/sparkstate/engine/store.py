@@ -10,6 +10,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Collection, Iterator, Sequence
 
@@ -28,7 +29,7 @@ from ..keygroups import key_group, partition_of
 from ..storage import FileIO
 from .backend import Backend, BackendContext, Cursor
 from .backends import builder_for, open_snapshot
-from .change_feed import VersionChanges, read_changes, snapshot_manifest
+from .change_feed import VersionChanges, read_changes, snapshot_lineage
 from .local_layout import InstanceLayout, default_local_root, reclaim_dead_instances, safe_name
 from .snapshot_runner import run_snapshot
 from .spec import StoreSpec
@@ -53,6 +54,8 @@ class LoadResult:
 class CommitResult:
     version: int
     metrics: dict[str, int]
+    checkpoint_id: str | None = None       # the attempt's id under checkpoint format v2
+    base_checkpoint_id: str | None = None  # the id of the version it was built on
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,10 @@ class Store:
     since (`_dirty` false); otherwise it restores v from the checkpoint. Uncommitted writes are never
     rolled back in place: abort, a failed commit or a load of another version make the next load restore.
 
+    Checkpoint format v2 (`spec.checkpoint_ids`): every commit is an attempt with a fresh unique id that
+    Spark's driver records in its commit log; `load(v, id)` takes exactly that attempt, reusing memory only
+    if the live version is that attempt (another executor's retry may have committed v meanwhile).
+
     Threads: data calls come from one thread; metrics, abort, release and maintenance may come from
     others. `_lock` guards the state, the backend and the metrics. Cleanup works on remote files only
     and runs without `_lock` (the file manager locks its own caches), so it does not stall commits.
@@ -140,6 +147,8 @@ class Store:
         self._head: int | None = None       # the last version loaded or committed (kept when released)
         self._dirty = False                 # backend holds writes not in any committed version
         self._foreign: Manifest | None = None  # the loaded version's manifest, if another backend wrote it
+        self._checkpoint_id: str | None = None  # attempt id of the version the backend holds (format v2)
+        self._ids: dict[int, str | None] = {}   # attempt ids of the versions this store loaded or committed
         self._custom: dict[str, int] = {name: 0 for name in CUSTOM_METRICS}
 
     @property
@@ -161,22 +170,24 @@ class Store:
         return self._backend
 
     # ---- lifecycle --------------------------------------------------------------------------------
-    def load(self, version: int) -> LoadResult:
+    def load(self, version: int, checkpoint_id: str | None = None) -> LoadResult:
+        """Committed `version`; with a `checkpoint_id` (format v2), exactly the attempt with that id."""
         if version < 0:
             raise VersionNotFoundError(f"cannot load negative version {version} of {self.spec.describe()}")
         with self._lock:
             t0 = time.perf_counter()
             restored = False
-            if (self._backend is not None and not self._dirty and self._version == version
+            same_attempt = checkpoint_id is None or self._ids.get(version) == checkpoint_id
+            if (self._backend is not None and not self._dirty and self._version == version and same_attempt
                     and self._state in (State.LOADED, State.COMMITTED, State.ABORTED)):
                 source = "memory"
-            elif self._rewound(version):
+            elif same_attempt and self._rewound(version):
                 source = "memory"
             else:
                 self._close_backend()
                 self._state = State.CLOSED  # until the restore succeeds
                 try:
-                    manifest = self._read_manifest_for_load(version)
+                    manifest = self._read_manifest_for_load(version, checkpoint_id)
                     self._check_manifest(manifest)
                     self._foreign = self._written_by_another_backend(manifest)
                     builder = builder_for(manifest.backend) if self._foreign else self._builder
@@ -187,11 +198,19 @@ class Store:
                 restored = manifest is not None
                 if restored:
                     self._check_key_groups(version)
+                self._remember(version, manifest.checkpoint_id if manifest is not None else None)
             return self._loaded(version, False, t0, restored, source)
+
+    def _remember(self, version: int, checkpoint_id: str | None) -> None:
+        """Record the attempt id of a version this store holds (what a later load compares)."""
+        self._ids[version] = checkpoint_id
+        while len(self._ids) > 32:
+            del self._ids[next(iter(self._ids))]
 
     def _loaded(self, version: int, dirty: bool, t0: float, restored: bool, source: str) -> LoadResult:
         """The store holds `version` now (`dirty`: with writes no committed version has); its metrics."""
         self._version, self._dirty, self._state = version, dirty, State.LOADED
+        self._checkpoint_id = None if dirty else self._ids.get(version)
         self._head = version
         load_ms = _ms_since(t0)
         self._custom["sparkstateLoadMs"] = load_ms
@@ -214,7 +233,8 @@ class Store:
             self._backend.start_empty_at(version)
             return self._loaded(version, True, t0, False, "empty")
 
-    def replay(self, snapshot_version: int, end_version: int) -> LoadResult:
+    def replay(self, snapshot_version: int, end_version: int, snapshot_checkpoint_id: str | None = None,
+               end_checkpoint_id: str | None = None) -> LoadResult:
         """Rebuild `end_version` from the snapshot of `snapshot_version` and the change logs of the versions
         after it (Spark's snapshot replay, `snapshotStartBatchId`), instead of from the version's own
         files; a commit after it writes end_version+1 as usual."""
@@ -225,17 +245,16 @@ class Store:
             t0 = time.perf_counter()
             self._close_backend()
             self._state = State.CLOSED
-            latest = self._file_manager.latest_version()
-            self._foreign = self._written_by_another_backend(
-                self._file_manager.read_manifest(latest) if latest is not None else None)
-            written_by = self._foreign.backend if self._foreign else self.spec.settings.backend
+            lineage = snapshot_lineage(self._file_manager, snapshot_version, end_version, end_checkpoint_id)
+            self._foreign = self._written_by_another_backend(lineage[0])
+            written_by = lineage[0].backend
             if written_by == "rocksdb":  # the snapshot is a version of this store's: check it
-                self._check_manifest(snapshot_manifest(self._file_manager, snapshot_version))
-            backend = open_snapshot(written_by, self._ctx, snapshot_version)
+                self._check_manifest(lineage[-1])
+            backend = open_snapshot(written_by, self._ctx, lineage)
             try:
                 if end_version > snapshot_version:
                     for changes in read_changes(self._file_manager, snapshot_version + 1, end_version,
-                                                self._layout.staging_dir):
+                                                self._layout.staging_dir, end_checkpoint_id):
                         backend.apply_replayed(changes.rows)
             except BaseException:
                 backend.close()
@@ -248,10 +267,11 @@ class Store:
         """A local directory of this store's for short-lived files (the change feed's hand-over file)."""
         return self._layout.staging_dir
 
-    def changes(self, start: int, end: int) -> Iterator[VersionChanges]:
-        """The writes of versions `start`..`end` from their change logs (Spark's change feed); reads the
-        checkpoint only, whatever the store has loaded."""
-        return read_changes(self._file_manager, start, end, self._layout.staging_dir)
+    def changes(self, start: int, end: int, end_checkpoint_id: str | None = None) -> Iterator[VersionChanges]:
+        """The writes of versions `start`..`end` from their change logs (Spark's change feed; under format v2
+        those of the lineage of attempt `end_checkpoint_id`); reads the checkpoint only, whatever the store
+        has loaded."""
+        return read_changes(self._file_manager, start, end, self._layout.staging_dir, end_checkpoint_id)
 
     def _check_manifest(self, manifest: Manifest | None) -> None:
         """Refuse a manifest of another store before any backend reads it."""
@@ -325,11 +345,11 @@ class Store:
         except Exception:  # noqa: BLE001 - memory is only a shortcut; the checkpoint is the truth
             return False
 
-    def _read_manifest_for_load(self, version: int) -> Manifest | None:
+    def _read_manifest_for_load(self, version: int, checkpoint_id: str | None) -> Manifest | None:
         try:
-            return self._file_manager.read_manifest(version)
+            return self._file_manager.read_manifest(version, checkpoint_id)
         except VersionNotFoundError:
-            if version == 0:
+            if version == 0 and checkpoint_id is None:
                 return None  # nothing committed yet: start empty
             raise
 
@@ -340,6 +360,9 @@ class Store:
             self._refuse_foreign_commit()
             new_version = self._version + 1
             t0 = time.perf_counter()
+            ids = self._ctx.commit_ids
+            ids.checkpoint_id = str(uuid.uuid4()) if self.spec.checkpoint_ids else None
+            ids.base_checkpoint_id = self._checkpoint_id if self.spec.checkpoint_ids else None
             try:
                 outcome, timings = run_snapshot(self._live(), new_version)
             except BaseException:
@@ -358,7 +381,10 @@ class Store:
             self._custom.update({k: v for k, v in outcome.custom.items() if k in self._custom})
             self._version, self._dirty, self._state = new_version, False, State.COMMITTED
             self._head = new_version
-            return CommitResult(version=new_version, metrics=dict(self._custom))
+            self._checkpoint_id = ids.checkpoint_id
+            self._remember(new_version, ids.checkpoint_id)
+            return CommitResult(version=new_version, metrics=dict(self._custom), checkpoint_id=ids.checkpoint_id,
+                                base_checkpoint_id=ids.base_checkpoint_id)
 
     def abort(self) -> None:
         """Discard uncommitted writes (lazily: the next load restores if anything was written)."""

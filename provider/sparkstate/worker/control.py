@@ -17,6 +17,7 @@ from typing import Any, Callable
 from .. import __version__
 from ..engine import StoreSpec
 from . import protocol as p
+from ..checkpoint.file_manager import check_checkpoint_id
 from .change_file import write_change_file
 from .dispatcher import Session
 from .registry import StoreRegistry
@@ -35,6 +36,11 @@ def _reported(method: Callable[..., Any]) -> Callable[..., Any]:
             raise RuntimeError(f"{type(exc).__name__}: {exc}") from None
 
     return wrapper
+
+
+def _checkpoint_id(value: str | None) -> str | None:
+    """A checkpoint id from the JVM (null or empty: none), checked to be a safe file name part."""
+    return check_checkpoint_id(str(value)) if value else None
 
 
 def _metrics_doc(store: Any) -> dict[str, Any]:
@@ -60,8 +66,8 @@ class WorkerControl:
         return json.dumps({"handle": self._registry.open(spec)})
 
     @_reported
-    def load(self, handle: int, version: int) -> str:
-        result = self._registry.get(handle).load(int(version))
+    def load(self, handle: int, version: int, checkpoint_id: str | None) -> str:
+        result = self._registry.get(handle).load(int(version), _checkpoint_id(checkpoint_id))
         return json.dumps({"version": result.version, "loadMs": result.load_ms, "source": result.source})
 
     @_reported
@@ -70,15 +76,19 @@ class WorkerControl:
         return json.dumps({"version": result.version, "loadMs": result.load_ms, "source": result.source})
 
     @_reported
-    def replay(self, handle: int, snapshot_version: int, end_version: int) -> str:
-        result = self._registry.get(handle).replay(int(snapshot_version), int(end_version))
+    def replay(self, handle: int, snapshot_version: int, end_version: int, snapshot_checkpoint_id: str | None,
+               end_checkpoint_id: str | None) -> str:
+        result = self._registry.get(handle).replay(int(snapshot_version), int(end_version),
+                                                   _checkpoint_id(snapshot_checkpoint_id),
+                                                   _checkpoint_id(end_checkpoint_id))
         return json.dumps({"version": result.version, "loadMs": result.load_ms, "source": result.source})
 
     @_reported
-    def changes(self, handle: int, start_version: int, end_version: int) -> str:
+    def changes(self, handle: int, start_version: int, end_version: int, end_checkpoint_id: str | None) -> str:
         """The changes of versions start..end in a local file the JVM reads and deletes (change_file.py)."""
         store = self._registry.get(handle)
-        path, rows = write_change_file(store.changes(int(start_version), int(end_version)), store.scratch_dir)
+        changes = store.changes(int(start_version), int(end_version), _checkpoint_id(end_checkpoint_id))
+        path, rows = write_change_file(changes, store.scratch_dir)
         return json.dumps({"path": path, "rows": rows})
 
     @_reported
@@ -87,7 +97,8 @@ class WorkerControl:
         # and this spares the shim a second call per store per batch.
         store = self._registry.get(handle)
         result = store.commit()
-        return json.dumps({"version": result.version, "metrics": _metrics_doc(store)})
+        return json.dumps({"version": result.version, "checkpointId": result.checkpoint_id,
+                           "baseCheckpointId": result.base_checkpoint_id, "metrics": _metrics_doc(store)})
 
     @_reported
     def abort(self, handle: int) -> None:

@@ -272,8 +272,10 @@ def open_heap_backend(ctx: BackendContext, manifest: Manifest | None) -> HeapBac
     return HeapBackend(ctx, restored.data, manifest.version if manifest else 0, restored.chain)
 
 
-def open_heap_snapshot(ctx: BackendContext, version: int) -> HeapBackend:
-    """The heap backend at `version` read from its full snapshot alone (where snapshot replay starts)."""
-    ref = find_full_snapshot(ctx.file_manager, version)
+def open_heap_snapshot(ctx: BackendContext, lineage: Sequence[Manifest]) -> HeapBackend:
+    """The heap backend at the version of the last manifest of `lineage` (the manifests from a replay's end
+    version down to it), read from its full snapshot alone (where snapshot replay starts)."""
+    version = lineage[-1].version
+    ref = find_full_snapshot(ctx.file_manager, version, lineage)
     restored = FullSnapshotRestore(ctx, ref, version).run()
     return HeapBackend(ctx, restored.data, version, restored.chain)

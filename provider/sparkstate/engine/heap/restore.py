@@ -10,6 +10,7 @@ FullSnapshotRestore one full snapshot alone (snapshot replay starts from it, cha
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator, Sequence
 
 from ...checkpoint import CheckpointFileManager, Manifest, SharedFileRef
 from ...errors import ChangeFeedError, CheckpointError, CorruptCheckpointError
@@ -57,15 +58,13 @@ class ChainRestore:
         return RestoredHeap(data, chain)
 
 
-def find_full_snapshot(fm: CheckpointFileManager, version: int) -> SharedFileRef:
-    """The heap backend's full snapshot of `version`, as a retained manifest lists it."""
+def find_full_snapshot(fm: CheckpointFileManager, version: int, lineage: Sequence[Manifest]) -> SharedFileRef:
+    """The heap backend's full snapshot of `version`, as a retained manifest lists it: one of `lineage` (the
+    manifests a replay reads) or, under checkpoint format 1 (no attempt ids), a later version's (a full
+    snapshot finished in the background is named by a commit after it)."""
     name = hf.local_name(hf.KIND_FULL, version)
     fulls: set[int] = set()
-    for v in reversed(fm.versions()):
-        try:
-            manifest = fm.read_manifest(v)
-        except CheckpointError:
-            continue
+    for manifest in _manifests_naming_snapshots(fm, lineage):
         for ref in manifest.shared_files:
             if ref.local == name:
                 return ref
@@ -78,6 +77,19 @@ def find_full_snapshot(fm: CheckpointFileManager, version: int) -> SharedFileRef
         f"backend's retained full snapshots: {listed}. Choose one of those as snapshotStartBatchId "
         "(the heap backend writes one every spark.sql.streaming.stateStore.sparkstate.heap."
         "snapshotEveryVersions versions)")
+
+
+def _manifests_naming_snapshots(fm: CheckpointFileManager, lineage: Sequence[Manifest]) -> Iterator[Manifest]:
+    yield from lineage
+    if lineage and lineage[0].checkpoint_id is not None:
+        return  # format v2: only the recorded lineage counts
+    for v in reversed(fm.versions()):
+        if v <= lineage[0].version:
+            break
+        try:
+            yield fm.read_manifest(v)
+        except CheckpointError:
+            continue
 
 
 class FullSnapshotRestore:

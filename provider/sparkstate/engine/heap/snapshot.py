@@ -23,7 +23,7 @@ from typing import Callable
 
 from ...checkpoint import Manifest, SharedFileRef
 from ...checkpoint.file_manager import new_attempt_id
-from ..backend import BackendContext, SnapshotOutcome, SnapshotResources
+from ..backend import BackendContext, SnapshotOutcome, SnapshotResources, publish_commit
 from . import files as hf
 from .chain import Chain
 from ..journal import DeltaJournal
@@ -73,7 +73,7 @@ def publish_version(ctx: BackendContext, res: DeltaResources) -> tuple[SnapshotO
                         # a later commit may adopt a background full snapshot of any version after the base
                         adoptable_from=chain.full_version + 1,
                         change_log=delta if res.changes_kept else None, changes_kept=res.changes_kept)
-    ctx.file_manager.publish_manifest(manifest)
+    manifest = publish_commit(ctx, manifest)
     new = len(chain.refs) - len(res.base.refs)
     outcome = SnapshotOutcome(manifest=manifest, files_uploaded=new, files_reused=len(res.base.refs),
                               bytes_uploaded=sum(r.size for r in chain.refs[len(chain.refs) - new:]))

@@ -22,7 +22,7 @@ import rocksdict
 
 from ...checkpoint import Manifest, PrivateFile, SharedFileRef
 from ...checkpoint.file_manager import new_attempt_id
-from ..backend import BackendContext, SnapshotOutcome, SnapshotResources
+from ..backend import BackendContext, SnapshotOutcome, SnapshotResources, publish_commit
 
 if TYPE_CHECKING:
     from ..journal import DeltaJournal
@@ -86,7 +86,7 @@ def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources,
                         created_ms=int(time.time() * 1000), shared_files=shared,
                         private_files=tuple(private), store=ctx.store,
                         change_log=change_log, changes_kept=res.changes_kept)
-    fm.publish_manifest(manifest)
+    manifest = publish_commit(ctx, manifest)
     fm.add_to_cache(ctx.layout.cache_dir, res.ckpt_dir, uploaded.refs)
     logged = (1, change_log.size) if change_log is not None else (0, 0)
     outcome = SnapshotOutcome(manifest=manifest, files_uploaded=len(uploaded.refs) + logged[0],

@@ -133,8 +133,8 @@ final class EmbeddedWorker extends Worker {
     }
 
     @Override
-    public String load(int handle, long version) {
-      return text("load", handle, version);
+    public String load(int handle, long version, String checkpointId) {
+      return text("load", handle, version, checkpointId);
     }
 
     @Override
@@ -143,13 +143,14 @@ final class EmbeddedWorker extends Worker {
     }
 
     @Override
-    public String replay(int handle, long snapshotVersion, long endVersion) {
-      return text("replay", handle, snapshotVersion, endVersion);
+    public String replay(int handle, long snapshotVersion, long endVersion, String snapshotCheckpointId,
+        String endCheckpointId) {
+      return text("replay", handle, snapshotVersion, endVersion, snapshotCheckpointId, endCheckpointId);
     }
 
     @Override
-    public String changes(int handle, long startVersion, long endVersion) {
-      return text("changes", handle, startVersion, endVersion);
+    public String changes(int handle, long startVersion, long endVersion, String endCheckpointId) {
+      return text("changes", handle, startVersion, endVersion, endCheckpointId);
     }
 
     @Override

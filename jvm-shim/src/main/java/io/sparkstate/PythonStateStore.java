@@ -52,6 +52,8 @@ final class PythonStateStore implements StateStore {
   private boolean wrote;
   private long committedVersion = -1;
   private JsonNode commitMetrics;
+  private Option<String> checkpointId = Option.empty();      // the committed attempt's id (format v2)
+  private Option<String> baseCheckpointId = Option.empty();  // the id of the version it was built on
 
   PythonStateStore(PythonStateStoreProvider provider, WorkerLease lease, int handle, long version, boolean readOnly,
       KeyCodec codec) {
@@ -262,6 +264,8 @@ final class PythonStateStore implements StateStore {
       state = State.COMMITTED;
       committedVersion = newVersion;
       commitMetrics = result.get("metrics");
+      checkpointId = optionalText(result, "checkpointId");
+      baseCheckpointId = optionalText(result, "baseCheckpointId");
     }
     if (!lease.isTaskScoped()) {
       lease.release();
@@ -361,8 +365,13 @@ final class PythonStateStore implements StateStore {
   @Override
   public synchronized StateStoreCheckpointInfo getStateStoreCheckpointInfo() {
     long batchVersion = state == State.COMMITTED ? committedVersion : version + 1;
-    return new StateStoreCheckpointInfo(provider.stateStoreId().partitionId(), batchVersion, Option.empty(),
-        Option.empty());
+    return new StateStoreCheckpointInfo(provider.stateStoreId().partitionId(), batchVersion, checkpointId,
+        baseCheckpointId);
+  }
+
+  private static Option<String> optionalText(JsonNode doc, String field) {
+    JsonNode value = doc.get(field);
+    return value == null || value.isNull() ? Option.empty() : Option.apply(value.asText());
   }
 
   @Override

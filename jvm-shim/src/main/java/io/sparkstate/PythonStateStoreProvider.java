@@ -107,11 +107,6 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     if (useMultipleValuesPerKey) {
       throw new UnsupportedOperationException("sparkstate does not support multiple values per key");
     }
-    if (storeConf.enableStateStoreCheckpointIds()) {
-      throw new UnsupportedOperationException("sparkstate supports only state store checkpoint format 1; "
-          + "unset spark.sql.streaming.stateStore.checkpointFormatVersion (it is "
-          + storeConf.stateStoreCheckpointFormatVersion() + ")");
-    }
     if (keyStateEncoderSpec instanceof PrefixKeyScanStateEncoderSpec) {
       this.numColsPrefixKey = ((PrefixKeyScanStateEncoderSpec) keyStateEncoderSpec).numColsPrefixKey();
       if (numColsPrefixKey <= 0 || numColsPrefixKey >= keySchema.length()) {
@@ -174,6 +169,8 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     spec.put("numColsPrefixKey", numColsPrefixKey);
     spec.put("numPartitions", numPartitions);
     spec.put("keyGroupsRoute", keyGroupsRoute);
+    // Checkpoint format v2: every commit gets a unique id, returned by getStateStoreCheckpointInfo.
+    spec.put("checkpointIds", storeConf.enableStateStoreCheckpointIds());
     spec.put("minVersionsToRetain", storeConf.minVersionsToRetain());
     ObjectNode conf = spec.putObject("settings");
     for (Map.Entry<String, String> e : settings.all.entrySet()) {
@@ -225,14 +222,13 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
   @Override
   public StateStore replayStateFromSnapshot(long snapshotVersion, long endVersion, boolean readOnly,
       Option<String> snapshotVersionCkptId, Option<String> endVersionCkptId) {
-    rejectCheckpointId(snapshotVersionCkptId);
-    rejectCheckpointId(endVersionCkptId);
     if (snapshotVersion < 1 || endVersion < snapshotVersion) {
       throw new IllegalArgumentException("cannot replay versions " + snapshotVersion + ".." + endVersion + " of "
           + describe(endVersion) + ": the snapshot version must be at least 1 and at most the end version");
     }
     return open(endVersion, readOnly, "replay",
-        (control, h) -> control.replay(h, snapshotVersion, endVersion));
+        (control, h) -> control.replay(h, snapshotVersion, endVersion, idOf(snapshotVersionCkptId),
+            idOf(endVersionCkptId)));
   }
 
   /** Spark's change feed ({@code readChangeFeed} of the statestore source) of versions start..end. */
@@ -240,7 +236,6 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
   public NextIterator<Tuple4<Enumeration.Value, UnsafeRow, UnsafeRow, Object>> getStateStoreChangeDataReader(
       long startVersion, long endVersion, Option<String> colFamilyNameOpt, Option<String> endVersionCkptId) {
     requireInit();
-    rejectCheckpointId(endVersionCkptId);
     if (colFamilyNameOpt != null && colFamilyNameOpt.isDefined()) {
       throw new UnsupportedOperationException("sparkstate stores have no column families (asked for "
           + colFamilyNameOpt.get() + ")");
@@ -250,7 +245,8 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     String path;
     try {
       int h = placeOn(worker, endVersion);
-      path = Json.parse(worker.control().changes(h, startVersion, endVersion), "changes").path("path").asText();
+      path = Json.parse(worker.control().changes(h, startVersion, endVersion, idOf(endVersionCkptId)), "changes")
+          .path("path").asText();
     } catch (RuntimeException e) {
       throw failure("read the changes of versions " + startVersion + ".." + endVersion + " of", endVersion,
           worker, e);
@@ -270,11 +266,9 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     }
   }
 
-  private static void rejectCheckpointId(Option<String> ckptId) {
-    if (ckptId != null && ckptId.isDefined()) {
-      throw new UnsupportedOperationException("sparkstate supports only checkpoint format 1, but a state "
-          + "store checkpoint id was given (" + ckptId.get() + ")");
-    }
+  /** A checkpoint id for the worker: the attempt Spark recorded (format v2), or "" for none. */
+  private static String idOf(Option<String> ckptId) {
+    return ckptId != null && ckptId.isDefined() ? ckptId.get() : "";
   }
 
   private PythonStateStore open(long version, Option<String> ckptId, boolean loadEmpty, boolean readOnly) {
@@ -285,9 +279,9 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     if (loadEmpty && readOnly) {
       throw new IllegalArgumentException("loadEmpty asks for a store to write: " + describe(version));
     }
-    rejectCheckpointId(ckptId);
+    String checkpointId = idOf(ckptId);
     return open(version, readOnly, "load",
-        (control, h) -> loadEmpty ? control.loadEmpty(h, version) : control.load(h, version));
+        (control, h) -> loadEmpty ? control.loadEmpty(h, version) : control.load(h, version, checkpointId));
   }
 
   /** A store at {@code version} on a leased worker, brought there by {@code loadCall}. */

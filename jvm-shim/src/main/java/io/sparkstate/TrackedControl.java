@@ -40,10 +40,10 @@ final class TrackedControl implements WorkerControl {
   }
 
   @Override
-  public String load(int handle, long version) {
+  public String load(int handle, long version, String checkpointId) {
     tracker.beginCall("load", handle);
     try {
-      return target.get().load(handle, version);
+      return target.get().load(handle, version, checkpointId);
     } finally {
       tracker.endCall();
     }
@@ -60,20 +60,21 @@ final class TrackedControl implements WorkerControl {
   }
 
   @Override
-  public String replay(int handle, long snapshotVersion, long endVersion) {
+  public String replay(int handle, long snapshotVersion, long endVersion, String snapshotCheckpointId,
+      String endCheckpointId) {
     tracker.beginCall("replay", handle);
     try {
-      return target.get().replay(handle, snapshotVersion, endVersion);
+      return target.get().replay(handle, snapshotVersion, endVersion, snapshotCheckpointId, endCheckpointId);
     } finally {
       tracker.endCall();
     }
   }
 
   @Override
-  public String changes(int handle, long startVersion, long endVersion) {
+  public String changes(int handle, long startVersion, long endVersion, String endCheckpointId) {
     tracker.beginCall("changes", handle);
     try {
-      return target.get().changes(handle, startVersion, endVersion);
+      return target.get().changes(handle, startVersion, endVersion, endCheckpointId);
     } finally {
       tracker.endCall();
     }

@@ -13,8 +13,11 @@ public interface WorkerControl {
   /** Opens a store from its spec JSON; returns {@code {"handle": int}}. */
   String open(String spec);
 
-  /** Loads committed {@code version}; returns {@code {"version", "loadMs", "source"}}. */
-  String load(int handle, long version);
+  /**
+   * Loads committed {@code version}: exactly its attempt {@code checkpointId} under checkpoint format v2 (the
+   * id Spark's commit log recorded; "" for none). Returns {@code {"version", "loadMs", "source"}}.
+   */
+  String load(int handle, long version, String checkpointId);
 
   /**
    * Starts the store empty at {@code version} (Spark's {@code loadEmpty}: offline tools that write a whole
@@ -24,17 +27,23 @@ public interface WorkerControl {
 
   /**
    * Rebuilds {@code endVersion} from the snapshot of {@code snapshotVersion} plus the change logs after it
-   * (Spark's snapshot replay); returns what {@link #load} returns.
+   * (Spark's snapshot replay; under format v2 along the lineage of attempt {@code endCheckpointId}, "" for
+   * none); returns what {@link #load} returns.
    */
-  String replay(int handle, long snapshotVersion, long endVersion);
+  String replay(int handle, long snapshotVersion, long endVersion, String snapshotCheckpointId,
+      String endCheckpointId);
 
   /**
    * Writes the changes of versions {@code startVersion..endVersion} to a local file ({@link ChangeFileReader}
-   * reads and deletes it); returns {@code {"path", "rows"}}.
+   * reads and deletes it), under format v2 those of the lineage of attempt {@code endCheckpointId} ("" for
+   * none); returns {@code {"path", "rows"}}.
    */
-  String changes(int handle, long startVersion, long endVersion);
+  String changes(int handle, long startVersion, long endVersion, String endCheckpointId);
 
-  /** Makes version+1 durable; returns {@code {"version": newVersion, "metrics": {...}}}. */
+  /**
+   * Makes version+1 durable; returns {@code {"version": newVersion, "checkpointId", "baseCheckpointId",
+   * "metrics": {...}}} (the ids are null under checkpoint format 1).
+   */
   String commit(int handle);
 
   /** Discards uncommitted writes; idempotent. */

@@ -1,0 +1,156 @@
+"""Spark's checkpoint format v2 (`stateStore.checkpointFormatVersion=2`): every state commit has a unique id
+that the driver records in its commit log, and a load takes exactly the recorded attempt.
+
+The operator matrix (imported from test_operators.py) runs here again, in this module's v2 session, across
+a stop and restart, compared with the same computation in batch. Then the faults v2 exists for: a task
+retried after its store committed, and a batch re-executed after a driver crash mid-commit with a
+non-deterministic function, with a late publish of the killed attempt on top, compared with Spark's own
+RocksDB provider on format v2.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import pytest
+from pyspark.sql import functions as F
+
+from conftest import selected_provider
+from datagen import EVENT_SCHEMA, random_events
+from spark_harness import PREFIX, BatchCollector, InputDir, assert_same_rows, run_available_now, session_conf
+from test_failures import test_task_failure_after_state_commit_recommits_the_same_version  # noqa: F401
+from test_operators import (  # noqa: F401 - collected here, in this module's v2 session
+    test_aggregation_update_mode,
+    test_apply_in_pandas_with_state_event_time_timeout,
+    test_drop_duplicates,
+    test_session_window_append_mode,
+    test_stream_stream_left_outer_join,
+)
+from test_reexecuted_batch import _forget_last_commit, _generation_udf
+
+FORMAT_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+VARIANTS = ("rocksdb", "heap")
+
+# local[2,4]: Spark retries a failed task (the imported task-failure test needs it)
+pytestmark = [pytest.mark.spark_conf({FORMAT_KEY: "2", "spark.master": "local[2,4]"})]
+
+
+def _commit_log_ids(checkpoint: str, batch: int) -> dict[str, list[list[str]]]:
+    with open(os.path.join(checkpoint, "commits", str(batch))) as f:
+        header, body = f.read().split("\n", 1)
+    assert header == "v2"
+    return json.loads(body)["stateUniqueIds"]
+
+
+@pytest.mark.skipif(selected_provider() != "sparkstate", reason="reads sparkstate's manifests")
+@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+def test_the_commit_log_records_the_ids_of_the_attempts_each_store_committed(spark, tmp_path, backend):
+    source = InputDir(spark, str(tmp_path / "in"), EVENT_SCHEMA)
+    checkpoint = str(tmp_path / "ckpt")
+    source.add_all(random_events(seed=5, n_files=2, per_file=30, n_keys=10))
+    with session_conf(spark, {PREFIX + "backend": backend}):
+        agg = source.stream().groupBy("k").agg(F.count("*").alias("n"))
+        run_available_now(BatchCollector().attach(agg.writeStream.outputMode("update")), checkpoint)
+    ids = _commit_log_ids(checkpoint, 1)["0"]
+    assert len(ids) == 3  # one list per partition (spark.sql.shuffle.partitions), one id per store
+    for partition, (checkpoint_id,) in enumerate(ids):
+        manifests = os.path.join(checkpoint, "state", "0", str(partition), "sparkstate", "manifests")
+        assert os.path.exists(os.path.join(manifests, f"2_{checkpoint_id}.manifest"))
+
+
+class CrashedRerun:
+    """Batches 0-2, a crash between the state commits of batch 2 and its commit log entry, a re-run of
+    batch 2 that computes other values (a non-deterministic function), then more batches in a new run."""
+
+    def __init__(self, spark, tmp_path, name: str, files) -> None:
+        self.spark = spark
+        self.source = InputDir(spark, str(tmp_path / name / "in"), EVENT_SCHEMA)
+        self.checkpoint = str(tmp_path / name / "ckpt")
+        self.generation = str(tmp_path / name / "generation")
+        self.files = files
+        self.sink = BatchCollector()
+
+    def _run(self, conf: dict[str, str]) -> None:
+        with session_conf(self.spark, conf):
+            shifted = self.source.stream().select("k", _generation_udf(self.generation)("v").alias("w"))
+            counts = shifted.groupBy("k").agg(F.sum("w").alias("total"), F.count("*").alias("n"))
+            run_available_now(self.sink.attach(counts.writeStream.outputMode("update")), self.checkpoint)
+
+    def _set_generation(self, value: int) -> None:
+        with open(self.generation, "w") as f:
+            f.write(str(value))
+
+    def run(self, conf: dict[str, str], on_crash=None, after_rerun=None) -> BatchCollector:
+        os.makedirs(os.path.dirname(self.generation), exist_ok=True)
+        self._set_generation(0)
+        self.source.add_all(self.files[:3])
+        self._run(conf)
+        if on_crash is not None:
+            on_crash()
+        assert _forget_last_commit(self.checkpoint) == 2
+        self._set_generation(1000)
+        self._run(conf)  # re-runs batch 2 only: its attempt is the one the commit log records
+        if after_rerun is not None:
+            after_rerun()
+        self._set_generation(0)
+        self.source.add_all(self.files[3:])
+        self._run(conf)
+        return self.sink
+
+
+def _killed_attempts(checkpoint: str) -> dict[str, bytes]:
+    """Every store's manifest of version 3 as the killed attempt committed it (before the re-run)."""
+    out = {}
+    for path in glob.glob(os.path.join(checkpoint, "state", "*", "*", "sparkstate", "manifests", "3_*.manifest")):
+        with open(path, "rb") as f:
+            out[os.path.dirname(path)] = f.read()
+    return out
+
+
+@pytest.mark.skipif(selected_provider() != "sparkstate", reason="compares sparkstate with Spark's RocksDB provider")
+@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+def test_a_rerun_after_a_driver_crash_counts_as_recorded_even_if_the_killed_attempt_publishes_last(
+        spark, tmp_path, backend):
+    files = random_events(seed=93, n_files=5, per_file=80, n_keys=40)
+    reference = CrashedRerun(spark, tmp_path, "spark-rocksdb", files).run({PROVIDER_KEY: SPARK_ROCKSDB})
+
+    ours = CrashedRerun(spark, tmp_path, backend, files)
+    killed: dict[str, bytes] = {}
+
+    def zombie_publishes_late() -> None:
+        # The killed attempt's task outlived the crash and published version 3 after the re-run: the version's
+        # plain manifest is now its. Only the commit log's ids tell the recorded attempt apart.
+        assert killed, "the killed attempt left no manifest of version 3"
+        for manifests, data in killed.items():
+            with open(os.path.join(manifests, "3.manifest"), "wb") as f:
+                f.write(data)
+
+    result = ours.run({PREFIX + "backend": backend}, on_crash=lambda: killed.update(_killed_attempts(ours.checkpoint)),
+                      after_rerun=zombie_publishes_late)
+    recorded = {os.path.join(ours.checkpoint, "state", "0", str(p), "sparkstate", "manifests"): ids[0]
+                for p, ids in enumerate(_commit_log_ids(ours.checkpoint, 2)["0"])}
+    for manifests, data in killed.items():
+        assert recorded[manifests] not in data.decode("utf-8", "replace"), "the re-run's attempt was not recorded"
+    assert_same_rows(result.updated(["k"]), reference.updated(["k"]), min_rows=40)
+
+
+@pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's tools")
+def test_a_recorded_attempt_missing_from_the_state_files_fails_clearly(spark, tmp_path):
+    """A load of an attempt the state files do not hold names the attempt and what to check."""
+    source = InputDir(spark, str(tmp_path / "in"), EVENT_SCHEMA)
+    checkpoint = str(tmp_path / "ckpt")
+    source.add_all(random_events(seed=7, n_files=2, per_file=30, n_keys=10))
+
+    def writer():
+        agg = source.stream().groupBy("k").agg(F.count("*").alias("n"))
+        return BatchCollector().attach(agg.writeStream.outputMode("update"))
+
+    run_available_now(writer(), checkpoint)
+    for path in glob.glob(os.path.join(checkpoint, "state", "0", "*", "sparkstate", "manifests", "2_*.manifest")):
+        os.remove(path)  # the attempts the commit log recorded are gone
+    source.add_all(random_events(seed=8, n_files=1, per_file=30, n_keys=10))
+    with pytest.raises(Exception, match="no manifest of attempt .*commit log recorded"):
+        run_available_now(writer(), checkpoint)
