@@ -2,7 +2,9 @@
 that the driver records in its commit log, and a load takes exactly the recorded attempt.
 
 The operator matrix (imported from test_operators.py) runs here again, in this module's v2 session, across
-a stop and restart, compared with the same computation in batch. Then the faults v2 exists for: a task
+a stop and restart, compared with the same computation in batch, and so do tests of Spark's state data
+source (change feed, snapshot replay: test_change_feed.py, whose fixture keeps RocksDB change logs here)
+and `sparkstate rescale` (test_rescale.py). Then the faults v2 exists for: a task
 retried after its store committed, and a batch re-executed after a driver crash mid-commit with a
 non-deterministic function, with a late publish of the killed attempt on top, compared with Spark's own
 RocksDB provider on format v2.
@@ -19,6 +21,11 @@ from pyspark.sql import functions as F
 from conftest import selected_provider
 from datagen import EVENT_SCHEMA, random_events
 from spark_harness import PREFIX, BatchCollector, InputDir, assert_same_rows, run_available_now, session_conf
+from test_change_feed import (  # noqa: F401 - the state data source on v2 checkpoints
+    change_logs,
+    test_aggregation_with_watermark_eviction,
+    test_snapshot_replay_gives_the_plain_readers_rows_and_names_a_missing_snapshot,
+)
 from test_failures import test_task_failure_after_state_commit_recommits_the_same_version  # noqa: F401
 from test_operators import (  # noqa: F401 - collected here, in this module's v2 session
     test_aggregation_update_mode,
@@ -26,6 +33,10 @@ from test_operators import (  # noqa: F401 - collected here, in this module's v2
     test_drop_duplicates,
     test_session_window_append_mode,
     test_stream_stream_left_outer_join,
+)
+from test_rescale import (  # noqa: F401 - sparkstate rescale on v2 checkpoints
+    test_global_aggregation_3_to_5_is_copied_as_one_partition,
+    test_stream_stream_join_3_to_12,
 )
 from test_reexecuted_batch import _forget_last_commit, _generation_udf
 

@@ -3,8 +3,9 @@ rescale, `sparkstate verify` and `sparkstate gc`.
 
 - Offset log `<ckpt>/offsets/<batch>`: `v1` line, one `OffsetSeqMetadata` JSON line (its `conf` pins
   `spark.sql.shuffle.partitions`, the state partition count), then one line per source offset.
-- Commit log `<ckpt>/commits/<batch>`: `v1` line + `{"nextBatchWatermarkMs":...}` (a `v2` header means
-  checkpoint format v2, with per-store unique ids: not supported by sparkstate).
+- Commit log `<ckpt>/commits/<batch>`: `v1` line + `{"nextBatchWatermarkMs":...}`; under checkpoint format
+  v2 a `v2` line + `{"nextBatchWatermarkMs":...,"stateUniqueIds":{"<opId>":[[<id per store>] per
+  partition]}}`: the id of the state commit attempt each store's next load must take.
 - Operator metadata `<ckpt>/state/<op>/_metadata/metadata`: `v1` line + `{"operatorInfo":{"operatorId",
   "operatorName"},"stateStoreInfo":[{"storeName","numColsPrefixKey","numPartitions"}]}`. Metadata v2
   (`_metadata/v2/<batch>`) is written only by transformWithState.
@@ -72,6 +73,25 @@ class OffsetEntry:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class CommitEntry:
+    batch_id: int
+    raw: str  # exact file content
+    # checkpoint format v2: {operator id: [[checkpoint id per store] per partition]}; None under format 1
+    state_unique_ids: dict[str, list[list[str]]] | None
+
+    @property
+    def format_version(self) -> int:
+        return 1 if self.state_unique_ids is None else 2
+
+    def with_state_unique_ids(self, ids: dict[str, list[list[str]]]) -> str:
+        """This v2 entry's content with other state ids (what a batch that rewrote the state records)."""
+        header, _, body = self.raw.partition("\n")
+        doc = json.loads(body)
+        doc["stateUniqueIds"] = ids
+        return f"{header}\n{json.dumps(doc, separators=(',', ':'))}"
+
+
 class SparkLogs:
     """Read/write access to the offset and commit logs of one checkpoint."""
 
@@ -114,18 +134,25 @@ class SparkLogs:
             raise SparkCheckpointError(f"offset log entry {path} has unreadable metadata: {e}") from None
         return OffsetEntry(batch, raw, meta)
 
-    def read_commit(self, batch: int) -> str:
+    def read_commit(self, batch: int) -> "CommitEntry":
         path = self.commit_path(batch)
         try:
             raw = self.fileio.read_bytes(path).decode("utf-8")
         except FileNotFoundError:
             raise SparkCheckpointError(f"commit log entry {path} is missing") from None
-        header = raw.split("\n", 1)[0].strip()
-        if header != "v1":
-            raise SparkCheckpointError(
-                f"commit log entry {path} has format {header!r} (checkpoint format v2, per-store unique ids); "
-                "sparkstate supports checkpoint format v1 only")
-        return raw
+        header, _, body = raw.partition("\n")
+        header = header.strip()
+        if header not in ("v1", "v2"):
+            raise SparkCheckpointError(f"commit log entry {path} has format {header!r}; sparkstate reads v1 and v2")
+        ids = None
+        if header == "v2":
+            try:
+                doc = json.loads(body)
+                ids = {str(op): [[str(i) for i in stores] for stores in parts]
+                       for op, parts in (doc.get("stateUniqueIds") or {}).items()}
+            except (ValueError, TypeError, AttributeError) as e:
+                raise SparkCheckpointError(f"commit log entry {path} has unreadable state ids: {e}") from None
+        return CommitEntry(batch, raw, ids)
 
     def is_repartition_batch(self, batch: int) -> bool:
         """Spark's rule: the batch pins another partition count than the batch before it."""

@@ -102,9 +102,14 @@ def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO) -> Mi
         raise MigrationError(f"batch {offsets[-1]} was started but never committed (last committed: {last}): "
                              "restart the query so it finishes that batch, stop it, then migrate")
     try:
-        logs.read_commit(last)
+        commit = logs.read_commit(last)
     except CheckpointError as e:
-        raise MigrationError(f"{e}; a checkpoint format version 2 checkpoint cannot be migrated") from None
+        raise MigrationError(str(e)) from None
+    if commit.format_version != 1:
+        raise MigrationError(
+            f"{logs.commit_path(last)} is of checkpoint format v2 (spark.sql.streaming.stateStore."
+            "checkpointFormatVersion=2): migrating between providers needs format 1, whose commit log carries no "
+            "per-store ids; sparkstate serves format 2 checkpoints, but does not migrate them")
     entry = logs.read_offset(last)
     source = pinned_provider(entry)
     if source == target:

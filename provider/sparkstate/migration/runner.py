@@ -180,7 +180,7 @@ def _publish(plan: MigrationPlan, fio: Any, file_sinks: Sequence[str], compact_i
         if not (plan.resume and existing.conf.get(PROVIDER_CLASS_CONF) == plan.target_class):
             raise MigrationError(f"offset log entry {logs.offset_path(plan.new_batch)} appeared while migrating: "
                                  "the query was started concurrently; nothing was switched")
-    commit = logs.read_commit(plan.last_committed_batch).encode()
+    commit = logs.read_commit(plan.last_committed_batch).raw.encode()
     if not fio.create_exclusive(logs.commit_path(plan.new_batch), commit):
         if fio.read_bytes(logs.commit_path(plan.new_batch)) != commit:
             raise MigrationError(f"commit log entry {logs.commit_path(plan.new_batch)} appeared while migrating")

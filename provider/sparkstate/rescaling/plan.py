@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from math import gcd
 from typing import Any
 
+from ..checkpoint.file_manager import check_checkpoint_id
 from ..checkpoint.location import open_file_manager, spark_store_location
 from ..checkpoint.spark_logs import (
     PROVIDER_CLASS_CONF,
@@ -59,6 +60,19 @@ class Plan:
     settings_conf: dict[str, str]  # sparkstate settings (full keys) for opening and writing stores
     stores: tuple[StorePlan, ...]
     resume_metadata: bool = False  # offsets/<N+1> already written by an earlier, interrupted run
+    # Checkpoint format v2: the attempt of the old version that the commit log recorded, per store
+    # ("<op>/<store name>") per old partition, and each operator's stores in the commit log's order
+    old_checkpoint_ids: dict[str, list[str | None]] = field(default_factory=dict)
+    store_order: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def checkpoint_ids(self) -> bool:
+        """Whether the checkpoint is of format v2 (the new version's commits get ids too)."""
+        return bool(self.store_order)
+
+    def old_checkpoint_id(self, store: StorePlan, part: int) -> str | None:
+        ids = self.old_checkpoint_ids.get(f"{store.operator_id}/{store.store_name}") or []
+        return ids[part] if part < len(ids) else None
 
     @property
     def new_batch(self) -> int:
@@ -169,7 +183,7 @@ def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, st
         raise RescaleError(f"commit log ({last_commit}) is ahead of the offset log ({last_offset}); "
                            "the checkpoint is inconsistent")
     entry = logs.read_offset(last_commit)
-    logs.read_commit(last_commit)  # refuses checkpoint format v2
+    commit = logs.read_commit(last_commit)
     provider = entry.conf.get(PROVIDER_CLASS_CONF)
     if provider != PROVIDER_CLASS:
         raise RescaleError(
@@ -187,6 +201,8 @@ def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, st
     plan = Plan(checkpoint=checkpoint, old_partitions=old, new_partitions=num_partitions,
                 last_committed_batch=last_commit, backend=settings.backend, settings_conf=settings_conf,
                 stores=tuple(stores), resume_metadata=resume)
+    if commit.state_unique_ids is not None:
+        plan = _with_recorded_ids(plan, commit.state_unique_ids, logs.commit_path(last_commit))
     backend = _check_old_versions(plan)
     return Plan(**{**asdict(plan), "stores": plan.stores, "backend": backend})
 
@@ -242,6 +258,41 @@ def _operator_ids(fio: FileIO, state_root: str) -> list[int]:
     return ids
 
 
+def _with_recorded_ids(plan: Plan, recorded: dict[str, list[list[str]]], source: str) -> Plan:
+    """The plan with the attempts the commit log (checkpoint format v2) recorded: each store's id is the one of
+    its partition's list whose attempt manifest the store holds; the positions give the operators' store order."""
+    from ..engine import StoreSpec
+
+    ids: dict[str, list[str | None]] = {}
+    order: dict[str, list[str]] = {}
+    for op in sorted({s.operator_id for s in plan.stores}):
+        per_partition = recorded.get(str(op))
+        if not per_partition:
+            raise RescaleError(f"{source} records no state ids of operator {op}; the commit log does not match the "
+                               "state (restore the checkpoint from a backup)")
+        stores = [s for s in plan.stores if s.operator_id == op]
+        positions: dict[int, str] = {}
+        for store in stores:
+            found: list[str | None] = []
+            for part, candidates in enumerate(per_partition):
+                spec = StoreSpec.from_json(store_spec_doc(plan, store, part, "plan"))
+                fm = open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a)
+                hit = next((i for i, c in enumerate(candidates)
+                            if fm.fileio.exists(fm.manifest_path(plan.old_version, check_checkpoint_id(c)))), None)
+                if hit is None:
+                    raise RescaleError(
+                        f"{store.label} partition {part}: none of the attempts {source} records for it ({candidates}) "
+                        f"has a manifest of version {plan.old_version} at {fm.manifests_dir}; the state files are "
+                        "not the ones this commit log was written with")
+                if positions.setdefault(hit, store.store_name) != store.store_name:
+                    raise RescaleError(f"{source}: stores {positions[hit]} and {store.store_name} of operator {op} "
+                                       "claim the same recorded attempt")
+                found.append(candidates[hit])
+            ids[f"{op}/{store.store_name}"] = found
+        order[str(op)] = [positions[i] for i in sorted(positions)]
+    return Plan(**{**asdict(plan), "stores": plan.stores, "old_checkpoint_ids": ids, "store_order": order})
+
+
 def _check_old_versions(plan: Plan) -> str:
     """Every old store must have the latest committed version, all with one backend; returns it."""
     from ..engine import StoreSpec
@@ -253,7 +304,7 @@ def _check_old_versions(plan: Plan) -> str:
             spec = StoreSpec.from_json(store_spec_doc(plan, store, part, "plan"))
             fm = open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a)
             try:
-                manifest = fm.read_manifest(plan.old_version)
+                manifest = fm.read_manifest(plan.old_version, plan.old_checkpoint_id(store, part))
             except CheckpointError as e:
                 raise RescaleError(
                     f"{store.label} partition {part}: version {plan.old_version} (state after batch "

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..checkpoint import CheckpointFileManager
+from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager
 from ..checkpoint.spark_logs import SparkLogs, rewrite_operator_partitions
 from ..config import PREFIX
@@ -303,7 +303,8 @@ def _progress_from_markers(plan: Plan, fio: FileIO) -> Progress:
 def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list[dict],
              file_sinks: Sequence[str] = (), compact_interval: int = DEFAULT_COMPACT_INTERVAL) -> None:
     logs = SparkLogs(fio, plan.checkpoint)
-    staged: list[tuple[CheckpointFileManager, bytes]] = []
+    staged: list[tuple[CheckpointFileManager, bytes, str | None]] = []
+    new_ids: dict[tuple[int, str, int], str | None] = {}  # (op, store, partition) -> attempt id (format v2)
     for store in plan.stores:
         for part in ([0] if store.single_partition else range(plan.new_partitions)):
             path = staged_manifest_path(plan, store, part)
@@ -311,8 +312,11 @@ def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list
                 data = fio.read_bytes(path)
             except FileNotFoundError:
                 raise RescaleError(f"staged manifest {path} is missing after the job; re-run the rescale") from None
+            checkpoint_id = Manifest.from_bytes(data, path).checkpoint_id
+            new_ids[(store.operator_id, store.store_name, part)] = checkpoint_id
             spec = StoreSpec.from_json(store_spec_doc(plan, store, part, "publish"))
-            staged.append((open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a), data))
+            staged.append((open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a), data,
+                           checkpoint_id))
     if progress:
         progress(Progress(len(results), plan.new_partitions, sum(r["dataBytes"] for r in results),
                           sum(r["rows"] for r in results), "publishing"))
@@ -324,9 +328,9 @@ def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list
             raise RescaleError(f"offset log entry {logs.offset_path(plan.new_batch)} appeared while rescaling: "
                                "the query was started concurrently; nothing was published")
     # 4. the stores' new version
-    for fm, data in staged:
+    for fm, data, checkpoint_id in staged:
         try:
-            fm.publish_staged_manifest(plan.new_version, data)
+            fm.publish_staged_manifest(plan.new_version, data, checkpoint_id)
         except CheckpointError as e:
             raise RescaleError(f"{e} (changed by someone else during the rescale)") from e
     for op in sorted({store.operator_id for store in plan.stores}):  # what Spark's state-metadata source reads
@@ -335,10 +339,31 @@ def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list
     for sink in file_sinks:  # the batch wrote no output: an empty entry in each file sink's own log
         record_empty_batch(fileio_for(sink), sink, plan.new_batch, compact_interval)
     # 5. commit the batch
-    commit = logs.read_commit(plan.last_committed_batch).encode()
+    commit = _commit_entry(plan, logs, new_ids).encode()
     if not fio.create_exclusive(logs.commit_path(plan.new_batch), commit):
         if fio.read_bytes(logs.commit_path(plan.new_batch)) != commit:
             raise RescaleError(f"commit log entry {logs.commit_path(plan.new_batch)} appeared while rescaling")
+
+
+def _commit_entry(plan: Plan, logs: SparkLogs, new_ids: dict[tuple[int, str, int], str | None]) -> str:
+    """The rescale batch's commit log entry: the last one's (same watermark); under checkpoint format v2 with
+    the ids of the new versions, each operator's stores in the commit log's order, one list per partition."""
+    last = logs.read_commit(plan.last_committed_batch)
+    if last.state_unique_ids is None:
+        return last.raw
+    ids: dict[str, list[list[str]]] = {}
+    for op, names in plan.store_order.items():
+        single = all(s.single_partition for s in plan.stores if str(s.operator_id) == op)
+        parts = 1 if single else plan.new_partitions
+        rows = []
+        for part in range(parts):
+            row = [new_ids.get((int(op), name, part)) for name in names]
+            if None in row:
+                raise RescaleError(f"operator {op} partition {part}: a staged manifest has no checkpoint id; re-run "
+                                   "the rescale")
+            rows.append(row)
+        ids[op] = rows
+    return last.with_state_unique_ids(ids)
 
 
 def _remove_staging(fio: FileIO, plan: Plan) -> None:

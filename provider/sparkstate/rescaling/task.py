@@ -25,7 +25,7 @@ import numpy as np
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager, open_fileio
 from ..engine import Store, StoreSpec
-from ..engine.backend import BackendContext
+from ..engine.backend import BackendContext, CommitIds
 from ..engine.local_layout import InstanceLayout
 from ..errors import RescaleError
 from ..storage import FileIO, fileio_for, join_path
@@ -56,6 +56,10 @@ class StagingFileManager(CheckpointFileManager):
         self._staging_io.write_bytes_atomic(self._staged_path, manifest.to_bytes())
         self.staged = manifest
         return manifest
+
+    def publish_attempt(self, manifest: Manifest) -> Manifest:
+        """Checkpoint format v2: the staged manifest carries the attempt's id; the driver publishes both names."""
+        return self.publish_manifest(manifest)
 
 
 def _files_exist(fm: CheckpointFileManager, manifest: Manifest) -> bool:
@@ -137,8 +141,9 @@ def _new_target(plan: Plan, store: StorePlan, part: int, root: str, staging_io: 
     layout = InstanceLayout(os.path.join(root, spec.instance_id))
     fm = StagingFileManager(location, open_fileio(location, spec.settings, spec.hadoop_s3a),
                             staged_manifest_path(plan, store, part), staging_io, spec.settings.io_threads)
-    ctx = BackendContext(settings=spec.settings, layout=layout, file_manager=fm,
-                         instance_id=spec.instance_id, query_run_id=spec.query_run_id, store=spec.identity())
+    ids = CommitIds(str(uuid.uuid4())) if plan.checkpoint_ids else CommitIds()  # format v2: a new attempt
+    ctx = BackendContext(settings=spec.settings, layout=layout, file_manager=fm, instance_id=spec.instance_id,
+                         query_run_id=spec.query_run_id, store=spec.identity(), commit_ids=ids)
     return new_target(plan.backend, ctx, layout)
 
 
@@ -169,7 +174,7 @@ def _copy_from(plan: Plan, store: StorePlan, old: int, root: str, targets: dict[
     reader = Store(spec, local_root=root)
     n_new, n_old = plan.new_partitions, plan.old_partitions
     try:
-        reader.load(plan.old_version)
+        reader.load(plan.old_version, plan.old_checkpoint_id(store, old))
         for chunk in reader.scan(b"", CHUNK_ROWS, CHUNK_BYTES):
             if store.single_partition:
                 targets[0].add(old, chunk, data_bytes(chunk))
