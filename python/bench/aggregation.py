@@ -312,8 +312,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark conf for every provider")
     p.add_argument("--variant", action="append", metavar="NAME:SETTING=VALUE[,SETTING=VALUE]",
                    help="a sparkstate run under another NAME with these sparkstate settings (keys without "
-                        "the spark.sql.streaming.stateStore.sparkstate. prefix), to list in --providers; "
-                        "e.g. --variant sparkstate-dict:heap.layout=dict")
+                        "the spark.sql.streaming.stateStore.sparkstate. prefix; a key starting with spark. is any "
+                        "Spark conf), to list in --providers; e.g. --variant sparkstate-dict:heap.layout=dict, "
+                        "--variant v2:spark.sql.streaming.stateStore.checkpointFormatVersion=2")
     p.add_argument("--rounds", type=int, default=1,
                    help="run every provider this many times (order rotated each round) and report medians")
     p.add_argument("--workdir", help="input data, checkpoints and logs (default: a new temp dir)")
@@ -339,7 +340,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         pairs = [x.strip() for x in settings.split(",") if x.strip()]
         if not sep or not name.strip() or name.strip() in PROVIDERS or not all("=" in x for x in pairs):
             p.error(f"--variant expects NAME:SETTING=VALUE[,SETTING=VALUE] with a new NAME, got {spec!r}")
-        args.variants[name.strip()] = [STATE_PREFIX + "sparkstate." + x for x in pairs]
+        # a setting names a sparkstate setting, or with a `spark.` prefix any Spark conf
+        args.variants[name.strip()] = [x if x.startswith("spark.") else STATE_PREFIX + "sparkstate." + x for x in pairs]
     unknown = [x for x in args.provider_list if x not in PROVIDERS and x not in args.variants]
     if unknown:
         p.error(f"unknown provider(s) {unknown}; expected {', '.join(PROVIDERS)}")

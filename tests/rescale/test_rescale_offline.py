@@ -93,7 +93,7 @@ def test_rescale_moves_every_entry_to_its_new_partition(tmp_path, backend, old, 
     first, second = logs.read_offset(0).raw.split("\n"), logs.read_offset(1).raw.split("\n")
     assert first[0] == second[0] and first[2:] == second[2:]
     assert json.loads(first[1])["batchTimestampMs"] == json.loads(second[1])["batchTimestampMs"]
-    assert logs.read_commit(1) == logs.read_commit(0)
+    assert logs.read_commit(1).raw == logs.read_commit(0).raw
     assert not os.path.exists(os.path.join(ck.path, "sparkstate-rescale", "lock"))
     # old versions untouched, the join invariant holds in every new partition, every key routes home
     assert new_state(ck, old, 1, local) == ck.state
@@ -175,11 +175,19 @@ def test_refusals_change_nothing(tmp_path):
     with pytest.raises(RescaleError, match="started but never committed"):
         build_plan(ck.path, 7, ck.settings_conf)
     os.remove(os.path.join(ck.path, "offsets", "1"))
-    # checkpoint format v2
+    # checkpoint format v2 whose commit log does not match the state files
     commit = os.path.join(ck.path, "commits", "0")
     with open(commit, "w") as f:
         f.write('v2\n{"nextBatchWatermarkMs":0,"stateUniqueIds":{}}')
-    with pytest.raises(SparkCheckpointError, match="checkpoint format v2"):
+    with pytest.raises(RescaleError, match="records no state ids of operator 0"):
+        build_plan(ck.path, 7, ck.settings_conf)
+    with open(commit, "w") as f:
+        f.write('v2\n{"nextBatchWatermarkMs":0,"stateUniqueIds":{"0":[["0a-1"],["0a-2"],["0a-3"],["0a-4"]]}}')
+    with pytest.raises(RescaleError, match=r"partition 0: none of the attempts .* has a manifest of version 1"):
+        build_plan(ck.path, 7, ck.settings_conf)
+    with open(commit, "w") as f:
+        f.write('v3\n{}')
+    with pytest.raises(SparkCheckpointError, match="format 'v3'"):
         build_plan(ck.path, 7, ck.settings_conf)
     with open(commit, "wb") as f:
         f.write(before["commits/0"])
