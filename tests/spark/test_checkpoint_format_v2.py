@@ -165,3 +165,20 @@ def test_a_recorded_attempt_missing_from_the_state_files_fails_clearly(spark, tm
     source.add_all(random_events(seed=8, n_files=1, per_file=30, n_keys=10))
     with pytest.raises(Exception, match="no manifest of attempt .*commit log recorded"):
         run_available_now(writer(), checkpoint)
+
+
+@pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's tools")
+def test_migrate_refuses_a_format_v2_checkpoint_by_name_and_changes_nothing(spark, tmp_path):
+    import sparkstate
+    from sparkstate.errors import MigrationError
+
+    source = InputDir(spark, str(tmp_path / "in"), EVENT_SCHEMA)
+    checkpoint = str(tmp_path / "ckpt")
+    source.add_all(random_events(seed=9, n_files=1, per_file=20, n_keys=5))
+    agg = source.stream().groupBy("k").agg(F.count("*").alias("n"))
+    run_available_now(BatchCollector().attach(agg.writeStream.outputMode("update")), checkpoint)
+    before = sorted(os.path.relpath(os.path.join(d, f), checkpoint) for d, _, fs in os.walk(checkpoint) for f in fs)
+    with pytest.raises(MigrationError, match="checkpoint format v2"):
+        sparkstate.migrate(spark, checkpoint, "hdfs")
+    after = sorted(os.path.relpath(os.path.join(d, f), checkpoint) for d, _, fs in os.walk(checkpoint) for f in fs)
+    assert after == before
