@@ -43,7 +43,8 @@ from test_reexecuted_batch import _forget_last_commit, _generation_udf
 FORMAT_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 SPARK_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-VARIANTS = ("rocksdb", "heap")
+# The imported tests run on the rocksdb backend here; the tests below cover both backends.
+VARIANTS = ("rocksdb",)
 
 # local[2,4]: Spark retries a failed task (the imported task-failure test needs it)
 pytestmark = [pytest.mark.spark_conf({FORMAT_KEY: "2", "spark.master": "local[2,4]"})]
