@@ -78,7 +78,7 @@ def test_refusals_change_nothing(spark, tmp_path):
         committed = f.read()
     with open(os.path.join(case.checkpoint, "commits", "0"), "w") as f:
         f.write(committed.replace("v1", "v2", 1))  # what checkpoint format version 2 writes
-    with pytest.raises(MigrationError, match="format version 2"):
+    with pytest.raises(MigrationError, match="checkpoint format v2"):
         sparkstate.migrate(spark, case.checkpoint, "sparkstate")
     with open(os.path.join(case.checkpoint, "commits", "0"), "w") as f:
         f.write(committed)

@@ -40,6 +40,24 @@ def test_journal_is_written_during_the_batch_and_replays_in_order(new_store):
     assert contents(fresh) == expected
 
 
+def test_one_row_appends_are_gathered_into_few_record_batches(new_store):
+    """Joins and dedup write one row between reads: the journal must not frame every row on its own."""
+    s = new_store()
+    s.load(0)
+    rows = 3 * hf.JOURNAL_FLUSH_ROWS + 17
+    for i in range(rows):
+        s.apply_batch([kv(i)])
+    s.commit()
+    (name,) = files(new_store)
+    path = new_store.checkpoint_dir / "files" / name
+    batches = list(hf.read(str(path), hf.KIND_DELTA, 1, name))
+    assert [len(keys) for keys, _ in batches] == [hf.JOURNAL_FLUSH_ROWS] * 3 + [17]
+    assert os.path.getsize(path) < 40 * rows  # keys and values are ~20 bytes; framing each row was ~470
+    fresh = new_store("inst-2")
+    fresh.load(1)
+    assert contents(fresh) == dict(kv(i) for i in range(rows))
+
+
 def test_aborted_or_rewound_journal_is_deleted_and_never_referenced(new_store):
     s = new_store()
     s.load(0)

@@ -39,6 +39,7 @@ KIND_FULL = "heap-full"
 FORMAT_VERSION = "1"          # full snapshots, and the legacy delta written by `encode`
 DELTA_FORMAT_VERSION = "2"    # journaled deltas (IPC stream)
 _READABLE = {KIND_DELTA: ("1", "2"), KIND_FULL: ("1",)}
+JOURNAL_FLUSH_ROWS = 4096  # rows a journal gathers before it writes a record batch
 BATCH_ROWS = 65536
 _NAME = re.compile(r"^(delta|full)-(\d+)\.arrow$")
 
@@ -130,22 +131,32 @@ class StreamingWriter:
 
 class JournalWriter:
     """A v2 delta being written while its version's batch runs, into `sink` (the file manager's
-    NewFile): one compressed record batch per `append` (split at BATCH_ROWS). `finish` ends the stream;
-    the sink's owner makes it durable."""
+    NewFile). Appends are gathered into record batches of at least JOURNAL_FLUSH_ROWS rows (split at
+    BATCH_ROWS): operators that read between writes (joins, dedup) append one row at a time, and a record
+    batch per row would cost hundreds of bytes of framing each. `finish` writes the rest and ends the
+    stream; the sink's owner makes it durable."""
 
     def __init__(self, sink, version: int, compression: str) -> None:
         self._writer = pa.ipc.new_stream(pa.PythonFile(sink, mode="w"),
                                          schema(KIND_DELTA, version, -1, DELTA_FORMAT_VERSION),
                                          options=_options(compression))
+        self._pending: list[tuple[bytes, bytes | None]] = []
         self.rows = 0
 
     def append(self, rows: Sequence[tuple[bytes, bytes | None]]) -> None:
-        for chunk in chunks(rows, BATCH_ROWS):
+        self._pending.extend(rows)
+        self.rows += len(rows)
+        if len(self._pending) >= JOURNAL_FLUSH_ROWS:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        for chunk in chunks(self._pending, BATCH_ROWS):
             self._writer.write_batch(_batch(chunk))
-            self.rows += len(chunk)
+        self._pending = []
 
     def finish(self) -> None:
-        """End the stream."""
+        """Write what is pending and end the stream."""
+        self._write_pending()
         self._writer.close()
 
 
