@@ -1,0 +1,96 @@
+"""workloads.py's command line: names and sizes are checked before any input is written (no Spark here)."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sparkstate_jobs.session import PROVIDERS as SESSION_PROVIDERS
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "python", "bench", "workloads.py")
+
+
+def _load():
+    """The checkout's file (an installed sparkstate_jobs may predate it)."""
+    spec = importlib.util.spec_from_file_location("bench_workloads", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module   # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+workloads = _load()
+SIZES = list(workloads.DEFAULTS)
+
+
+def _error(capsys, argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        workloads.parse_args(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_defaults_select_every_workload_and_provider():
+    args = workloads.parse_args([])
+    assert args.workload_list == list(workloads.WORKLOADS)
+    assert args.provider_list == ["sparkstate-rocksdb", "sparkstate-heap", "hdfs", "rocksdb", "rocksdb-changelog"]
+    assert {k: getattr(args, k) for k in SIZES} == workloads.DEFAULTS
+    assert not args.run_one
+
+
+def test_quick_preset_is_smaller_and_flags_override_it():
+    args = workloads.parse_args(["--quick"])
+    assert {k: getattr(args, k) for k in SIZES} == workloads.QUICK
+    assert all(workloads.QUICK[k] <= workloads.DEFAULTS[k] for k in SIZES)
+    assert workloads.QUICK["batches"] >= 3, "watermark workloads need batches after the first eviction"
+    args = workloads.parse_args(["--quick", "--batches", "7", "--small-rows-per-batch", "500"])
+    assert (args.batches, args.small_rows_per_batch, args.rows_per_batch) == (7, 500, workloads.QUICK["rows_per_batch"])
+
+
+def test_subsets_keep_the_given_order_without_repeats():
+    args = workloads.parse_args(["--workloads", " dedup,agg-uniform,dedup ", "--providers", "hdfs,sparkstate-heap"])
+    assert args.workload_list == ["dedup", "agg-uniform"]
+    assert args.provider_list == ["hdfs", "sparkstate-heap"]
+
+
+def test_unknown_workload_is_rejected_with_the_known_names(capsys):
+    err = _error(capsys, ["--workloads", "agg-uniform,join-full-outer"])
+    assert "unknown workload(s): join-full-outer" in err
+    assert "expected some of: agg-uniform, agg-zipf," in err
+
+
+def test_unknown_provider_is_rejected(capsys):
+    # aggregation.py's name for ours; here each backend has its own name
+    err = _error(capsys, ["--providers", "sparkstate"])
+    assert "unknown provider(s): sparkstate" in err
+    assert "sparkstate-rocksdb, sparkstate-heap, hdfs, rocksdb, rocksdb-changelog" in err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--workloads", ","], "no workload selected"),
+    (["--batches", "1"], "--batches must be >= 2"),
+    (["--small-batches", "0"], "--small-batches must be >= 2"),
+    (["--rows-per-batch", "1"], "--rows-per-batch must be >= 2"),
+    (["--conf", "spark.sql.shuffle.partitions"], "--conf expects key=value"),
+])
+def test_bad_values_are_rejected(capsys, argv, message):
+    assert message in _error(capsys, argv)
+
+
+def test_every_provider_is_a_session_provider_and_every_workload_has_a_dataset():
+    for base, backend in workloads.PROVIDERS.values():
+        assert base in SESSION_PROVIDERS
+        assert backend is None or base == "sparkstate"
+    for w in workloads.WORKLOADS.values():
+        assert w.dataset in workloads.GENERATORS or w.dataset in ("uniform", "small")
+    for ours, theirs in workloads.RATIO_PAIRS:
+        assert ours in workloads.PROVIDERS and theirs in workloads.PROVIDERS
+
+
+def test_script_fails_fast_on_a_bad_name(tmp_path):
+    done = subprocess.run([sys.executable, SCRIPT, "--providers", "hdfs,nope", "--workdir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "unknown provider(s): nope" in done.stderr
+    assert not os.listdir(tmp_path), "nothing may be generated before the arguments are valid"
