@@ -348,6 +348,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def run_header(started: dt.datetime) -> dict:
+    """What every results file starts with: when, the command, and the machine with its load at the end."""
+    return {
+        "started_utc": started.isoformat(timespec="seconds"),
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                    "python": platform.python_version(), "loadavg_end": os.getloadavg()},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.run_one:
@@ -401,10 +411,7 @@ def main(argv: list[str] | None = None) -> int:
           f"after: {after.describe()}; load average {os.getloadavg()[0]:.2f}")
 
     report = {
-        "started_utc": started.isoformat(timespec="seconds"),
-        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version(), "loadavg_end": os.getloadavg()},
+        **run_header(started),
         "params": {k: getattr(args, k) for k in ("batches", "rows_per_batch", "keys", "shuffle_partitions",
                                                   "master", "driver_memory", "backend", "conf", "rounds")},
         "latency_after": {"p50_us": after.p50_us, "mode": after.mode},

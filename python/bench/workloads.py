@@ -69,7 +69,6 @@ import datetime as dt
 import json
 import math
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -95,6 +94,7 @@ from sparkstate_jobs.bench.aggregation import (  # noqa: E402
     fmt_ms,
     fmt_rate,
     generate_input,
+    run_header,
     summarize_batches,
     tail,
 )
@@ -772,10 +772,7 @@ def main(argv: list[str] | None = None) -> int:
           f"load average {os.getloadavg()[0]:.2f}; total {elapsed / 60:.1f} min")
 
     report = {
-        "started_utc": started.isoformat(timespec="seconds"),
-        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version(), "loadavg_end": os.getloadavg()},
+        **run_header(started),
         "params": {k: getattr(args, k) for k in (*DEFAULTS, "shuffle_partitions", "master", "driver_memory", "conf")},
         "workloads": {n: {"about": WORKLOADS[n].about, "input": datasets[WORKLOADS[n].dataset]}
                       for n in args.workload_list},
