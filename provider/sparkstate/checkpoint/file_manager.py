@@ -277,9 +277,18 @@ class CheckpointFileManager:
                          "run %s, %d keys)", version, self.root, _describe_writer(existing, path),
                          manifest.writer_instance_id, manifest.query_run_id, manifest.num_keys)
                 self.fileio.write_bytes_atomic(path, data)
-        with self._lock:
-            self._cache[self.manifest_name(version)] = (header_crc(data) or 0, len(data), manifest)
+        self._remember(self.manifest_name(version), data, manifest)
         return manifest
+
+    def _remember(self, name: str, data: bytes, manifest: Manifest) -> None:
+        """Cache a manifest this instance just wrote."""
+        with self._lock:
+            self._cache[name] = (header_crc(data) or 0, len(data), manifest)
+
+    def _create_or_match(self, path: str, data: bytes) -> bool:
+        """Put-if-absent: True when `path` now holds `data` (written here, or by an earlier try of the same
+        step); False when it holds other content."""
+        return self.fileio.create_exclusive(path, data) or self.fileio.read_bytes(path) == data
 
     def publish_attempt(self, manifest: Manifest) -> Manifest:
         """Publish a commit attempt under checkpoint format v2: its own manifest
@@ -287,14 +296,13 @@ class CheckpointFileManager:
         `<version>.manifest` as `publish_manifest` does, for readers that know no checkpoint id. A load with
         the id Spark's commit log recorded reads the first, whichever attempt was published last."""
         assert manifest.checkpoint_id is not None
-        path = self.manifest_path(manifest.version, manifest.checkpoint_id)
+        name = self.manifest_name(manifest.version, manifest.checkpoint_id)
+        path = self.fileio.join(self.manifests_dir, name)
         data = manifest.to_bytes()
-        if not self.fileio.create_exclusive(path, data) and self.fileio.read_bytes(path) != data:
+        if not self._create_or_match(path, data):
             raise CheckpointError(f"{path} already exists with other content: two commit attempts were given "
                                   f"the same checkpoint id {manifest.checkpoint_id}")
-        with self._lock:
-            self._cache[self.manifest_name(manifest.version, manifest.checkpoint_id)] = (
-                header_crc(data) or 0, len(data), manifest)
+        self._remember(name, data, manifest)
         return self.publish_manifest(manifest)
 
     def new_file(self, version: int, attempt_id: str, local_name: str, staging_dir: str) -> "NewFile":
@@ -321,7 +329,7 @@ class CheckpointFileManager:
             names.insert(0, self.manifest_name(version, checkpoint_id))
         for name in names:
             path = self.fileio.join(self.manifests_dir, name)
-            if not self.fileio.create_exclusive(path, data) and self.fileio.read_bytes(path) != data:
+            if not self._create_or_match(path, data):
                 raise CheckpointError(f"{path} already exists with other content: the checkpoint changed since "
                                       "this version was prepared")
             with self._lock:

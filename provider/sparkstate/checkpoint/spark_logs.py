@@ -113,6 +113,18 @@ class SparkLogs:
     def offset_path(self, batch: int) -> str:
         return self.fileio.join(self.offsets_dir, str(batch))
 
+    def committed(self) -> tuple[list[int], list[int]]:
+        """(offset batches, commit batches) of a checkpoint with at least one committed batch, or
+        SparkCheckpointError saying what it lacks (the first check of every offline tool)."""
+        offsets, commits = self.offset_batches(), self.commit_batches()
+        if not offsets:
+            raise SparkCheckpointError(f"{self.checkpoint} has no offset log: not a streaming checkpoint, or the "
+                                       "query never ran")
+        if not commits:
+            raise SparkCheckpointError(f"{self.checkpoint} has no committed batch: run the query at least one "
+                                       "batch first")
+        return offsets, commits
+
     def commit_path(self, batch: int) -> str:
         return self.fileio.join(self.commits_dir, str(batch))
 

@@ -136,11 +136,10 @@ def committed_logs(fio: FileIO, checkpoint: str) -> tuple[SparkLogs, list[int], 
     """(Spark's logs, offset batches, commit batches) of a checkpoint with at least one committed batch, or
     MigrationError saying what it lacks."""
     logs = SparkLogs(fio, checkpoint)
-    offsets, commits = logs.offset_batches(), logs.commit_batches()
-    if not offsets:
-        raise MigrationError(f"{checkpoint} has no offset log: not a streaming checkpoint, or the query never ran")
-    if not commits:
-        raise MigrationError(f"{checkpoint} has no committed batch: run the query at least one batch first")
+    try:
+        offsets, commits = logs.committed()
+    except CheckpointError as e:
+        raise MigrationError(str(e)) from None
     return logs, offsets, commits
 
 

@@ -160,11 +160,10 @@ def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, st
     settings = Settings.parse(settings_conf)  # validates
     fio = fileio or fileio_for(checkpoint)
     logs = SparkLogs(fio, checkpoint)
-    commits, offsets = logs.commit_batches(), logs.offset_batches()
-    if not offsets:
-        raise RescaleError(f"{checkpoint} has no offset log: not a streaming checkpoint, or the query never ran")
-    if not commits:
-        raise RescaleError(f"{checkpoint} has no committed batch yet; run the query at least one batch first")
+    try:
+        offsets, commits = logs.committed()
+    except CheckpointError as e:
+        raise RescaleError(str(e)) from None
     last_commit, last_offset = commits[-1], offsets[-1]
     resume = False
     if last_offset > last_commit:
