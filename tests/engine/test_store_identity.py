@@ -123,3 +123,28 @@ def test_a_moved_checkpoint_loads_but_another_querys_state_location_is_refused(t
     shutil.copytree(a.state_location(), b.state_location())
     with pytest.raises(WrongStoreError, match="belongs to query qa-"):
         _load(b, local)
+
+
+def _offset_log(root: str, batch: int, partitions: int) -> None:
+    """A Spark offset log entry pinning `partitions` (the parts the key check reads)."""
+    os.makedirs(f"{root}/offsets", exist_ok=True)
+    with open(f"{root}/offsets/{batch}", "w") as f:
+        f.write('v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{"spark.sql.shuffle.partitions":"%d"}}\n'
+                % partitions)
+
+
+def test_keys_are_checked_with_the_partition_count_the_offset_log_records(tmp_path, backend):
+    """A reader whose session sets another spark.sql.shuffle.partitions than the checkpoint's (Spark's state
+    data source does not pin it) loads the store: the keys route here under the count Spark used."""
+    root, local = str(tmp_path / "q"), str(tmp_path / "local")
+    _commit(_spec(root, 2, "w", backend=backend), local, _routed_rows(2))
+    _offset_log(root, 0, NUM_PARTITIONS)
+    reader = dataclasses.replace(_spec(root, 2, "r", backend=backend), num_partitions=NUM_PARTITIONS + 3)
+    store = _load(reader, local)
+    assert store.metrics().num_keys == 40
+    store.close()
+    # Keys of another partition under the recorded count are still refused, naming the session's count.
+    shutil.move(f"{root}/state/0/2", f"{root}/state/0/1")
+    _drop_identity(f"{root}/state/0/1")
+    with pytest.raises(WrongStoreError, match=f"of {NUM_PARTITIONS + 3}, not of partition 1"):
+        _load(dataclasses.replace(_spec(root, 1, "r1", backend=backend), num_partitions=NUM_PARTITIONS + 3), local)

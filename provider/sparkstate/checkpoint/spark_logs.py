@@ -174,6 +174,25 @@ class SparkLogs:
         return cur is not None and prev is not None and cur != prev
 
 
+def routing_partition_counts(fileio: FileIO, checkpoint: str, version: int) -> list[int]:
+    """The state partition counts Spark routed with when it wrote store `version` (pinned by the offset log
+    entry of batch `version - 1`) and routes with now (the newest entry), in that order, without repeats;
+    [] when the checkpoint has no readable offset log. A reader whose session sets another
+    `spark.sql.shuffle.partitions` (Spark's state data source does not pin it) checks keys with these."""
+    logs = SparkLogs(fileio, checkpoint)
+    counts: list[int] = []
+    try:
+        batches = logs.offset_batches()
+        wanted = [b for b in (version - 1, batches[-1] if batches else None) if b is not None and b in batches]
+        for batch in wanted:
+            n = logs.read_offset(batch).shuffle_partitions
+            if n is not None and n > 0 and n not in counts:
+                counts.append(n)
+    except (OSError, SparkCheckpointError):
+        return counts
+    return counts
+
+
 @dataclass(frozen=True)
 class StoreInfo:
     store_name: str

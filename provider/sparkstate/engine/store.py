@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Collection, Iterator, Sequence
 
 from ..checkpoint import CheckpointFileManager, Manifest
-from ..checkpoint.location import open_file_manager
+from ..checkpoint.location import open_file_manager, open_fileio
+from ..checkpoint.spark_logs import routing_partition_counts
 from ..config import PREFIX
 from ..errors import (
     CheckpointError,
@@ -325,15 +326,27 @@ class Store:
         n, p = self.spec.num_partitions, self.spec.partition_id
         if not self.spec.key_groups_route or n <= 0:
             return
-        for key in self._live().sample_keys(sample):
-            owner = partition_of(key_group(key), n)
-            if owner != p:
-                self._close_backend()
-                self._state = State.CLOSED
-                raise WrongStoreError(
-                    f"version {version} at {self._file_manager.root} holds keys of partition {owner} of {n}, "
-                    f"not of partition {p}: another partition's state files were moved here. Put them back "
-                    "(`sparkstate verify` lists misplaced stores) or restore the checkpoint from a backup")
+        groups = [key_group(key) for key in self._live().sample_keys(sample)]
+        misrouted = [g for g in groups if partition_of(g, n) != p]
+        if not misrouted:
+            return
+        # The session's partition count may not be the checkpoint's (Spark's state data source reads with
+        # the session conf): what counts is the count Spark routed these keys with.
+        root = self.spec.location.checkpoint_root()
+        io = open_fileio(root, self.spec.settings, self.spec.hadoop_s3a)
+        for recorded in routing_partition_counts(io, root, version):
+            if recorded != n and all(partition_of(g, recorded) == p for g in groups):
+                log.info("version %s at %s: its keys route to partition %s of the %s partitions the checkpoint's "
+                         "offset log records, not of the %s this session sets", version, self._file_manager.root,
+                         p, recorded, n)
+                return
+        owner = partition_of(misrouted[0], n)
+        self._close_backend()
+        self._state = State.CLOSED
+        raise WrongStoreError(
+            f"version {version} at {self._file_manager.root} holds keys of partition {owner} of {n}, "
+            f"not of partition {p}: another partition's state files were moved here. Put them back "
+            "(`sparkstate verify` lists misplaced stores) or restore the checkpoint from a backup")
 
     def _rewound(self, version: int) -> bool:
         """Ask the live backend to go back to `version` in memory (retry of a batch, after an abort)."""
