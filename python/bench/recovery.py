@@ -70,7 +70,7 @@ DEFAULTS = {"keys": "1000000,10000000", "batches": 5, "rows_per_batch": 200_000,
 QUICK = {"keys": "100000", "batches": 3, "rows_per_batch": 50_000, "recovery_rows": 5_000}
 SEED = 20251125
 BUCKET = "bench"
-RECOVERY_FILES = 3             # restart reads two of them, executor loss three
+RECOVERY_FILES = 5             # restart reads 1-2, executor loss 3-5 (a file source never rereads a name)
 SCHEMA = "key LONG, value LONG"
 RESULT_MARK = "@@phase-result "
 
@@ -212,7 +212,7 @@ def phase_executor_loss(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
     query = _query(spark, args, {"processingTime": "0 seconds"})
     try:
         batches = []
-        for name in ("recover-1.parquet", "recover-2.parquet"):
+        for name in ("recover-3.parquet", "recover-4.parquet"):
             feed(args.data, args.source, [name])
             _, progress = _wait_for_batch(query, last, args.timeout)
             last = progress["batchId"]
@@ -224,7 +224,7 @@ def phase_executor_loss(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
         workers = [p for p in procfs.children(victim) if procfs.is_store_worker(p)]
         killed = time.monotonic()
         os.kill(victim, signal.SIGKILL)
-        feed(args.data, args.source, ["recover-3.parquet"])
+        feed(args.data, args.source, ["recover-5.parquet"])
         seen, after = _wait_for_batch(query, last, args.timeout)
     finally:
         query.stop()
