@@ -3,10 +3,12 @@ package io.sparkstate;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 
 /**
  * The frame protocol shared by both transports: per-store BATCH buffers, request encoding and response
@@ -16,7 +18,12 @@ import java.util.Map;
  *
  * <p>Puts are buffered per store handle (a join task writes four stores row by row, so one shared buffer
  * would degrade into tiny frames) and flushed, all handles at once, at {@link Frames#FLUSH_BYTES} and
- * before every sync frame, so a get always sees earlier puts.
+ * before every sync frame except GET and a SCAN_OPEN whose prefix no buffered key of its store has. A get
+ * of a key with a buffered write is answered from the buffer (the latest write wins), any other key by the
+ * worker, which holds every earlier write of it; a scan of a prefix without buffered writes sees the same
+ * rows flushed or not. Writes of different keys commute, so holding some back changes no answer.
+ * Operators that alternate reads and writes row by row (dedup, joins, session windows) thus still send
+ * their writes in large batches.
  */
 abstract class FramedDataChannel implements DataChannel {
 
@@ -34,8 +41,13 @@ abstract class FramedDataChannel implements DataChannel {
   private static final class PendingBatch {
     final List<byte[]> keys = new ArrayList<>();
     final List<byte[]> values = new ArrayList<>(); // null entry = remove
+    /** Each buffered key's latest write: its index in {@link #values}; sorted, for prefix checks. */
+    final TreeMap<byte[], Integer> latest = new TreeMap<>(Arrays::compareUnsigned);
     int dataBytes;
   }
+
+  /** A buffered write's value for a get: the bytes (copied), or {@link #REMOVED}. */
+  private static final byte[] REMOVED = new byte[0];
 
   private final Map<Integer, PendingBatch> pending = new LinkedHashMap<>();
   private int pendingBytes;
@@ -64,6 +76,7 @@ abstract class FramedDataChannel implements DataChannel {
 
   private void append(int handle, byte[] key, byte[] value) {
     PendingBatch batch = pending.computeIfAbsent(handle, h -> new PendingBatch());
+    batch.latest.put(key, batch.keys.size());
     batch.keys.add(key);
     batch.values.add(value);
     int bytes = key.length + (value == null ? 0 : value.length) + 8;
@@ -110,11 +123,29 @@ abstract class FramedDataChannel implements DataChannel {
     endAsyncFrame();
   }
 
+  /** The latest buffered write of `key` to `handle`: a copy of its value, {@link #REMOVED}, or null if none. */
+  private byte[] buffered(int handle, byte[] key) {
+    PendingBatch batch = pending.get(handle);
+    if (batch == null) {
+      return null;
+    }
+    Integer index = batch.latest.get(key);
+    if (index == null) {
+      return null;
+    }
+    byte[] value = batch.values.get(index);
+    return value == null ? REMOVED : value.clone(); // the caller's row may be changed; the buffer must not be
+  }
+
   @Override
   public synchronized byte[] get(int handle, byte[] key) {
+    byte[] local = buffered(handle, key);
+    if (local != null) {
+      return local == REMOVED ? null : local;
+    }
     tracker.beginCall("GET", handle);
     try {
-      Reply reply = request(Frames.GET, handle, key);
+      Reply reply = send(Frames.GET, handle, key);
       int len = reply.readInt();
       if (len == Frames.ABSENT) {
         reply.finish();
@@ -133,11 +164,24 @@ abstract class FramedDataChannel implements DataChannel {
     }
   }
 
+  /** True if a buffered write of `handle` has a key starting with `prefix`. */
+  private boolean buffersPrefix(int handle, byte[] prefix) {
+    PendingBatch batch = pending.get(handle);
+    if (batch == null) {
+      return false;
+    }
+    byte[] first = batch.latest.ceilingKey(prefix);
+    return first != null && first.length >= prefix.length
+        && Arrays.equals(first, 0, prefix.length, prefix, 0, prefix.length);
+  }
+
   @Override
   public synchronized ScanChunk scanOpen(int handle, byte[] prefix) {
     tracker.beginCall("SCAN_OPEN", handle);
     try {
-      return readChunk(request(Frames.SCAN_OPEN, handle, prefix));
+      Reply reply = buffersPrefix(handle, prefix) ? request(Frames.SCAN_OPEN, handle, prefix)
+          : send(Frames.SCAN_OPEN, handle, prefix);
+      return readChunk(reply);
     } finally {
       tracker.endCall();
     }
@@ -196,8 +240,14 @@ abstract class FramedDataChannel implements DataChannel {
     pendingBytes = 0;
   }
 
+  /** A sync frame after every buffered write: what the worker answers reflects all of them. */
   private Reply request(byte op, int handle, byte[] payload) {
     flushBatches();
+    return send(op, handle, payload);
+  }
+
+  /** A sync frame; buffered writes stay buffered (GET: see {@link #buffered}). */
+  private Reply send(byte op, int handle, byte[] payload) {
     ByteBuffer out = beginFrame(Frames.HEADER_BYTES + payload.length);
     Frames.header(out, op, handle, payload.length);
     out.put(payload);

@@ -56,15 +56,15 @@ final class FramesTest {
     return s.getBytes(StandardCharsets.UTF_8);
   }
 
-  public static void testPutsAreBatchedPerStoreAndFlushedBeforeAGet() {
+  public static void testPutsAreBatchedPerStoreAndFlushedBeforeASyncFrame() {
     Recording ch = new Recording();
     ch.put(1, bytes("kgk1"), bytes("v1"));
     ch.put(2, bytes("kgk2"), bytes("v22"));
     ch.remove(1, bytes("kgk3"));
     equal(0, ch.sent.size(), "puts are buffered");
-    ch.reply = le(4).putInt(-1).flip();
-    equal(null, ch.get(1, bytes("kgk1")), "absent");
-    equal(3, ch.sent.size(), "two BATCH frames (one per store), then the GET");
+    ch.reply = le(4).putInt(0).flip();
+    ch.sync(1);
+    equal(3, ch.sent.size(), "two BATCH frames (one per store), then the SYNC");
     ByteBuffer b = ch.sent.get(0);
     equal(Frames.BATCH, b.get(), "op");
     equal(1, b.getInt(), "handle");
@@ -77,8 +77,48 @@ final class FramesTest {
     byte[] data = new byte[b.remaining()];
     b.get(data);
     equal("kgk1v1kgk3", new String(data, StandardCharsets.UTF_8), "keys and values in order");
-    ByteBuffer get = ch.sent.get(2);
-    equal(Frames.GET, get.get(), "GET op");
+    equal(Frames.SYNC, ch.sent.get(2).get(), "SYNC op");
+  }
+
+  public static void testAGetSeesBufferedWritesWithoutFlushingThem() {
+    Recording ch = new Recording();
+    ch.put(1, bytes("kgk1"), bytes("v1"));
+    ch.put(1, bytes("kgk1"), bytes("v2"));
+    ch.put(1, bytes("kgk3"), bytes("v3"));
+    ch.remove(1, bytes("kgk3"));
+    ch.put(2, bytes("kgk9"), bytes("other store"));
+    byte[] got = ch.get(1, bytes("kgk1"));
+    equal(bytes("v2"), got, "the latest buffered write of the key");
+    got[0] = 'X';
+    equal(bytes("v2"), ch.get(1, bytes("kgk1")), "a copy: the caller cannot change the buffer");
+    equal(null, ch.get(1, bytes("kgk3")), "a buffered remove");
+    equal(0, ch.sent.size(), "answered from the buffer: nothing sent");
+    ch.reply = le(9).putInt(5).put(bytes("value")).flip();
+    equal(bytes("value"), ch.get(1, bytes("kgk9")), "a key buffered for another store only: asked of the worker");
+    equal(1, ch.sent.size(), "the GET alone: the buffered writes stay buffered");
+    equal(Frames.GET, ch.sent.get(0).get(0), "GET op");
+    ch.reply = le(4).putInt(0).flip();
+    ch.sync(1);
+    ByteBuffer b = ch.sent.get(1);
+    b.position(Frames.HEADER_BYTES);
+    equal(4, b.getInt(), "all four writes of store 1 reach the worker, in order");
+  }
+
+  public static void testAScanFlushesOnlyWhenAWriteIsBufferedUnderItsPrefix() {
+    Recording ch = new Recording();
+    ch.put(1, bytes("kgA1"), bytes("v"));
+    ch.put(1, bytes("kgB"), bytes("v"));
+    ch.reply = le(9).putInt(0).put((byte) 1).putInt(7).flip();
+    ch.scanOpen(1, bytes("kgC"));
+    ch.scanOpen(1, bytes("kgAZ"));
+    ch.scanOpen(2, bytes("kgA"));
+    equal(3, ch.sent.size(), "three SCAN_OPENs, nothing buffered under their prefixes (store 2 has none)");
+    ch.scanOpen(1, bytes("kgA"));
+    equal(5, ch.sent.size(), "the BATCH, then the SCAN_OPEN: kgA1 is buffered under kgA");
+    equal(Frames.BATCH, ch.sent.get(3).get(0), "BATCH first");
+    ch.put(1, bytes("kgB"), bytes("w"));
+    ch.scanOpen(1, new byte[0]);
+    equal(Frames.BATCH, ch.sent.get(5).get(0), "a whole-store scan flushes any buffered write");
   }
 
   public static void testAGetReturnsTheValueOrAWorkerError() {
