@@ -46,6 +46,17 @@ def _wait_gone(pid: int, timeout_s: float = 10) -> bool:
     return _gone(pid)
 
 
+def _running_tasks(spark) -> int:
+    return sum(e.numRunningTasks() for e in spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos())
+
+
+def _wait_no_running_tasks(spark, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while _running_tasks(spark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _running_tasks(spark) == 0
+
+
 def _conf(backend: str, python: str) -> dict[str, str]:
     return {PREFIX + "backend": backend, PREFIX + "pythonExec": python}
 
@@ -142,6 +153,9 @@ def test_cancelled_job_keeps_its_workers(spark, tmp_path, backend, transport):
     canceller.join()
     before = {f["pid"] for f in fired(marker)}
     assert before, "no get was slowed"
+    # The cancelled tasks return their workers once the slowed get in flight is answered; the next run
+    # starting before that (a loaded machine) would find them busy and lease others.
+    _wait_no_running_tasks(spark, 30)
     os.remove(marker + ".log")
     job.source.add_all(job.files[3:4])
     job.run({**_conf(backend, python), PREFIX + "transport": transport})
@@ -168,11 +182,5 @@ def test_a_stopped_query_frees_the_task_threads_of_a_hung_worker(spark, tmp_path
             assert fired(marker), "no worker was stopped"
         finally:
             query.stop()
-    stopped = time.monotonic()
-    tracker = spark.sparkContext._jsc.sc().statusTracker()
-    while time.monotonic() - stopped < HEARTBEAT_MS / 1000 + 20:
-        if sum(e.numRunningTasks() for e in tracker.getExecutorInfos()) == 0:
-            break
-        time.sleep(0.2)
-    assert sum(e.numRunningTasks() for e in tracker.getExecutorInfos()) == 0, "a task thread is still blocked"
+    assert _wait_no_running_tasks(spark, HEARTBEAT_MS / 1000 + 20), "a task thread is still blocked"
     assert _wait_gone(fired(marker)[0]["pid"])
