@@ -360,6 +360,13 @@ def tables(runs: list[dict], key_counts: list[int]) -> str:
     return "\n".join(out)
 
 
+def runs_to_make(providers: list[str], storages: list[str]) -> list[tuple[str, str]]:
+    """(provider, storage) pairs: Spark's providers run on local disk whatever `storages` says (they cannot
+    write S3 here), so a run on S3 still has its local-disk reference."""
+    return list(dict.fromkeys((p, s if PROVIDERS[p][0] == "sparkstate" else "local")
+                              for p in providers for s in storages))
+
+
 def _names(value: str, known: tuple[str, ...] | list[str], what: str, p: argparse.ArgumentParser) -> list[str]:
     names = list(dict.fromkeys(x.strip() for x in value.split(",") if x.strip()))
     unknown = [n for n in names if n not in known]
@@ -380,7 +387,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--providers", default=",".join(PROVIDERS), help="comma-separated subset of "
                    + ", ".join(PROVIDERS) + " (default: all)")
     p.add_argument("--storage", default=",".join(STORAGES),
-                   help="local and/or s3 (SeaweedFS; sparkstate providers only) (default: both)")
+                   help="local and/or s3 (SeaweedFS) for sparkstate; Spark's providers always run on local disk "
+                   "(default: both)")
     p.add_argument("--phases", default=",".join(PHASES), help="subset of " + ", ".join(PHASES) + " (build always runs)")
     p.add_argument("--shuffle-partitions", type=int, default=4)
     p.add_argument("--master", default="local[2]", help="for build and restart (executor loss: local-cluster)")
@@ -430,8 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix="sparkstate-recovery-"))
     started = dt.datetime.now(dt.timezone.utc)
     t0 = time.monotonic()
-    combos = [(p, s) for p in args.provider_list for s in args.storage_list
-              if s == "local" or PROVIDERS[p][0] == "sparkstate"]
+    combos = runs_to_make(args.provider_list, args.storage_list)
     server = None
     s3_conf: list[str] = []
     if "s3" in {s for _, s in combos}:

@@ -82,3 +82,9 @@ def test_tables_give_ratios_to_spark_rocksdb_and_the_growth_of_per_row_cost():
     assert "| sparkstate-heap | s3 | 3.00 | 1.00 (100) | 0.25x | - | - | executor-loss: failed (exit 1) |" in text
     assert "| sparkstate-heap | s3 | 4.50 | 2.00 (100) | 0.40x | 3.00 | 0.33x | ok |" in text
     assert "| rocksdb | local | 1.10x |" in text and "| sparkstate-heap | s3 | 1.50x |" in text
+
+
+def test_spark_providers_run_on_local_disk_whatever_the_storage():
+    assert recovery.runs_to_make(["sparkstate-heap", "rocksdb"], ["s3"]) == [("sparkstate-heap", "s3"), ("rocksdb", "local")]
+    assert recovery.runs_to_make(["rocksdb", "sparkstate-rocksdb"], ["local", "s3"]) == [
+        ("rocksdb", "local"), ("sparkstate-rocksdb", "local"), ("sparkstate-rocksdb", "s3")]
