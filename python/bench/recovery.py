@@ -53,16 +53,10 @@ if not __package__:  # run as a script from a checkout
 
 from sparkstate_jobs import procfs  # noqa: E402
 from sparkstate_jobs.bench.aggregation import fmt_ms, run_header, tail  # noqa: E402
+from sparkstate_jobs.bench.workloads import PROVIDERS, _kill_group, _names  # noqa: E402
 from sparkstate_jobs.progress import BatchStats, progress_dict  # noqa: E402
 from sparkstate_jobs.session import ProviderUnavailable, new_session, parse_conf_pairs  # noqa: E402
 
-PROVIDERS: dict[str, tuple[str, str | None]] = {
-    "sparkstate-rocksdb": ("sparkstate", "rocksdb"),
-    "sparkstate-heap": ("sparkstate", "heap"),
-    "hdfs": ("hdfs", None),
-    "rocksdb": ("rocksdb", None),
-    "rocksdb-changelog": ("rocksdb-changelog", None),
-}
 REFERENCE = "rocksdb"          # the recovery target is set against Spark's RocksDB provider
 PHASES = ("build", "restart", "executor-loss")
 STORAGES = ("local", "s3")
@@ -281,7 +275,7 @@ def run_child(args: argparse.Namespace, phase: str, provider: str, run_dir: str,
     result: dict[str, Any] | None = None
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)   # its own group: a timeout takes its JVMs and workers
-    timer = threading.Timer(args.timeout + 300, lambda: _kill_group(proc.pid))
+    timer = threading.Timer(args.timeout + 300, _kill_group, (proc.pid, threading.Event()))
     timer.start()
     with open(log_path, "w", encoding="utf-8") as log:
         for line in proc.stdout:
@@ -293,13 +287,6 @@ def run_child(args: argparse.Namespace, phase: str, provider: str, run_dir: str,
     if result is None:
         result = {"status": f"failed (exit {rc})", "error": tail(log_path, 15)}
     return result
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def describe(phase: str, r: dict[str, Any]) -> str:
@@ -367,14 +354,6 @@ def runs_to_make(providers: list[str], storages: list[str]) -> list[tuple[str, s
                               for p in providers for s in storages))
 
 
-def _names(value: str, known: tuple[str, ...] | list[str], what: str, p: argparse.ArgumentParser) -> list[str]:
-    names = list(dict.fromkeys(x.strip() for x in value.split(",") if x.strip()))
-    unknown = [n for n in names if n not in known]
-    if unknown or not names:
-        p.error(f"unknown {what}(s): {', '.join(unknown) or '(none given)'}; expected some of: {', '.join(known)}")
-    return names
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench-recovery", description=__doc__.split("\n\n", 1)[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -419,8 +398,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if getattr(args, key) < 1:
             p.error(f"--{key.replace('_', '-')} must be >= 1, got {getattr(args, key)}")
     args.provider_list = _names(args.providers, list(PROVIDERS), "provider", p)
-    args.storage_list = _names(args.storage, STORAGES, "storage", p)
-    args.phase_list = ["build"] + [x for x in _names(args.phases, PHASES, "phase", p) if x != "build"]
+    args.storage_list = _names(args.storage, list(STORAGES), "storage", p)
+    args.phase_list = ["build"] + [x for x in _names(args.phases, list(PHASES), "phase", p) if x != "build"]
     try:
         parse_conf_pairs(args.conf)
         _mib(args.executor_memory)

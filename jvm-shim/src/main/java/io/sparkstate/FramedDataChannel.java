@@ -145,7 +145,7 @@ abstract class FramedDataChannel implements DataChannel {
     }
     tracker.beginCall("GET", handle);
     try {
-      Reply reply = send(Frames.GET, handle, key);
+      Reply reply = sendFrame(Frames.GET, handle, key);
       int len = reply.readInt();
       if (len == Frames.ABSENT) {
         reply.finish();
@@ -180,7 +180,7 @@ abstract class FramedDataChannel implements DataChannel {
     tracker.beginCall("SCAN_OPEN", handle);
     try {
       Reply reply = buffersPrefix(handle, prefix) ? request(Frames.SCAN_OPEN, handle, prefix)
-          : send(Frames.SCAN_OPEN, handle, prefix);
+          : sendFrame(Frames.SCAN_OPEN, handle, prefix);
       return readChunk(reply);
     } finally {
       tracker.endCall();
@@ -243,11 +243,11 @@ abstract class FramedDataChannel implements DataChannel {
   /** A sync frame after every buffered write: what the worker answers reflects all of them. */
   private Reply request(byte op, int handle, byte[] payload) {
     flushBatches();
-    return send(op, handle, payload);
+    return sendFrame(op, handle, payload);
   }
 
   /** A sync frame; buffered writes stay buffered (GET: see {@link #buffered}). */
-  private Reply send(byte op, int handle, byte[] payload) {
+  private Reply sendFrame(byte op, int handle, byte[] payload) {
     ByteBuffer out = beginFrame(Frames.HEADER_BYTES + payload.length);
     Frames.header(out, op, handle, payload.length);
     out.put(payload);
