@@ -157,8 +157,13 @@ def _wait_for_batch(query: Any, after_batch: int, timeout_s: float, poll_s: floa
 
 def _stats(progress: Any) -> dict[str, Any]:
     b = BatchStats.from_progress(progress)
+    custom: dict[str, int] = {}
+    for op in b.operators:
+        for name, value in op.custom.items():
+            custom[name] = custom.get(name, 0) + value
     return {"batch_id": b.batch_id, "rows": b.input_rows, "trigger_ms": b.duration_ms,
-            "state_rows": b.state_rows, "state_memory_bytes": b.state_memory_bytes, "commit_ms": b.commit_ms}
+            "add_batch_ms": b.add_batch_ms, "state_rows": b.state_rows,
+            "state_memory_bytes": b.state_memory_bytes, "commit_ms": b.commit_ms, "custom": custom}
 
 
 def phase_build(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
