@@ -5,7 +5,7 @@ import tracemalloc
 import pytest
 
 from sparkstate.config import HEAP_LAYOUTS
-from sparkstate.engine.heap.live_table import new_live_table
+from sparkstate.engine.heap.live_table import new_live_table, table_from_columns
 
 ABSENT = object()
 
@@ -43,3 +43,17 @@ def test_memory_estimate_is_close_to_what_python_allocates(layout, sizes):
 def test_unknown_layout_is_a_clear_error():
     with pytest.raises(ValueError, match="packed, dict"):
         new_live_table("btree")
+
+
+@pytest.mark.parametrize("layout", HEAP_LAYOUTS)
+def test_a_table_from_column_batches_holds_every_row(layout):
+    import pyarrow as pa  # noqa: PLC0415
+    rnd = random.Random(3)
+    rows = {rnd.randbytes(rnd.randrange(4, 30)): rnd.randbytes(rnd.randrange(0, 50)) for _ in range(5_000)}
+    items = list(rows.items())
+    batches = [(pa.array([k for k, _ in items[i:i + 999]], pa.binary()),
+                pa.array([v for _, v in items[i:i + 999]], pa.binary())) for i in range(0, len(items), 999)]
+    t = table_from_columns(layout, batches)
+    assert len(t) == len(rows) and dict(t.items()) == rows
+    assert all(t.get(k) == v for k, v in rows.items())
+    assert len(table_from_columns(layout, [])) == 0

@@ -133,3 +133,49 @@ def test_memory_estimate_is_close_to_what_python_allocates(value_size):
         assert table.uniform == (value_size is not None)
         assert 0.85 < table.memory_bytes() / allocated < 1.15, (build, table.memory_bytes(), allocated)
         del table
+
+
+def _columns(model: dict, chunk: int):
+    """`model` as Arrow (keys, values) chunks of `chunk` rows, every other chunk a slice of a larger array."""
+    import pyarrow as pa  # noqa: PLC0415
+    items = list(model.items())
+    keys, values = [], []
+    for i in range(0, len(items), chunk):
+        part = items[i:i + chunk]
+        k = pa.array([b"pad"] + [k for k, _ in part], pa.binary())
+        v = pa.array([b"pad"] + [v for _, v in part], pa.binary())
+        sliced = (i // chunk) % 2
+        keys.append(k.slice(1) if sliced else pa.array([k for k, _ in part], pa.binary()))
+        values.append(v.slice(1) if sliced else pa.array([v for _, v in part], pa.binary()))
+    return pa.chunked_array(keys, pa.binary()), pa.chunked_array(values, pa.binary())
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(initial=st.one_of(st.dictionaries(keys, values, max_size=200),
+                         st.dictionaries(uniform_keys, uniform_values, max_size=200)),
+       chunk=st.integers(1, 64), operations=ops)
+def test_a_table_built_from_columns_matches_a_dict_and_takes_writes(initial, chunk, operations):
+    table, model = PackedTable.from_columns(*_columns(initial, chunk)), dict(initial)
+    uniform = bool(initial) and len({len(k) for k in initial}) == 1 and len({len(v) for v in initial.values()}) == 1 \
+        and len(next(iter(initial))) > 0
+    assert table.uniform == (uniform or not initial)
+    check_same(table, model)
+    assert table.packed_bytes == PackedTable(initial).packed_bytes  # the same buckets as the dict-fed build
+    run_ops(table, model, operations)
+    check_same(table, model)
+
+
+def test_a_table_built_from_columns_keeps_every_entry_of_a_large_state():
+    rnd = random.Random(11)
+    model = {rnd.randbytes(rnd.choice((12, 20, 21))): rnd.randbytes(rnd.choice((0, 24, 40))) for _ in range(50_000)}
+    table = PackedTable.from_columns(*_columns(model, 7_000))
+    assert table.num_buckets == PackedTable(model).num_buckets
+    check_same(table, model)
+
+
+def test_columns_with_nulls_are_refused():
+    import pyarrow as pa  # noqa: PLC0415
+    with pytest.raises(ValueError, match="non-null value per non-null key"):
+        PackedTable.from_columns(pa.chunked_array([[b"a", b"b"]]), pa.chunked_array([[b"1", None]]))
+    with pytest.raises(ValueError, match="non-null"):
+        PackedTable.from_columns(pa.chunked_array([[b"a"]]), pa.chunked_array([[b"1", b"2"]]))

@@ -19,7 +19,7 @@ Memory: the live table, the before images of retained views (at most `heap.maxVe
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ...checkpoint import Manifest
 from ...errors import StoreStateError
@@ -28,6 +28,7 @@ from ..journal import DeltaJournal
 from ..snapshot_runner import BackgroundResult, BackgroundSnapshotRunner
 from .chain import Chain
 from .cursors import HeapPrefixCursor, HeapScanCursor
+from .live_table import LiveTable
 from .restore import FullSnapshotRestore, choose_restore, find_full_snapshot
 from .snapshot import DeltaResources, HeapFullSnapshot, freeze_version, publish_version
 from .versioned_map import VersionedMap, View
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 class HeapBackend(Backend):
-    def __init__(self, ctx: BackendContext, data: dict[bytes, bytes], version: int, chain: Chain) -> None:
+    def __init__(self, ctx: BackendContext, table: LiveTable, version: int, chain: Chain) -> None:
         self.ctx = ctx
         self._runner = BackgroundSnapshotRunner()
         self._cursors: set[Cursor] = set()
@@ -46,9 +47,9 @@ class HeapBackend(Backend):
         self._journal: DeltaJournal | None = None  # delta of head+1 being written; None: no writes yet
         self._journal_lost = False                # writes after the head that no journal holds
         self._foreign = False                     # writes after the head are not a batch's (bulk, replay)
-        self._reset(data, version, chain)
+        self._reset(table, version, chain)
 
-    def _reset(self, data: dict[bytes, bytes], version: int, chain: Chain) -> None:
+    def _reset(self, data: Mapping[bytes, bytes] | LiveTable, version: int, chain: Chain) -> None:
         self._close_cursors()
         self._drop_journal()
         self._foreign = False
@@ -269,7 +270,7 @@ class HeapBackend(Backend):
 def open_heap_backend(ctx: BackendContext, manifest: Manifest | None) -> HeapBackend:
     """BackendBuilder for the heap backend: run the restore that fits and hold the result in memory."""
     restored = choose_restore(ctx, manifest).run()
-    return HeapBackend(ctx, restored.data, manifest.version if manifest else 0, restored.chain)
+    return HeapBackend(ctx, restored.table, manifest.version if manifest else 0, restored.chain)
 
 
 def open_heap_snapshot(ctx: BackendContext, lineage: Sequence[Manifest]) -> HeapBackend:
@@ -278,4 +279,4 @@ def open_heap_snapshot(ctx: BackendContext, lineage: Sequence[Manifest]) -> Heap
     version = lineage[-1].version
     ref = find_full_snapshot(ctx.file_manager, version, lineage)
     restored = FullSnapshotRestore(ctx, ref, version).run()
-    return HeapBackend(ctx, restored.data, version, restored.chain)
+    return HeapBackend(ctx, restored.table, version, restored.chain)

@@ -176,7 +176,14 @@ def _open(path: str, source: str):
 
 
 def read(path: str, kind: str, version: int, source: str) -> Iterator[tuple[list[bytes], list[bytes | None]]]:
-    """(keys, values) per record batch of a verified local copy; checks magic, format and version."""
+    """(keys, values) per record batch of a verified local copy, as Python lists."""
+    for keys, values in read_columns(path, kind, version, source):
+        yield keys.to_pylist(), values.to_pylist()
+
+
+def read_columns(path: str, kind: str, version: int, source: str) -> Iterator[tuple[pa.Array, pa.Array]]:
+    """(keys, values) per record batch of a verified local copy, as Arrow columns; checks magic, format and
+    version, and that a full snapshot has a value for every key."""
     file_schema, is_file, batches = _open(path, source)
     meta = {k.decode(): v.decode() for k, v in (file_schema.metadata or {}).items()}
     if meta.get("sparkstate.format") != kind or meta.get("sparkstate.version") != str(version):
@@ -193,7 +200,11 @@ def read(path: str, kind: str, version: int, source: str) -> Iterator[tuple[list
     try:
         for b in batches:
             liveness.tick()  # a long restore is progress, not a hang (worker heartbeat)
-            yield b.column(1).to_pylist(), b.column(2).to_pylist()
+            keys, values = b.column(1), b.column(2)
+            if kind == KIND_FULL and (keys.null_count or values.null_count):
+                raise CorruptCheckpointError(f"heap checkpoint file {source} is a full snapshot with "
+                                             f"{keys.null_count} null keys and {values.null_count} null values")
+            yield keys, values
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptCheckpointError(f"heap checkpoint file {source} is truncated or corrupt: {e}") from None
 

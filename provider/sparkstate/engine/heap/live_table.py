@@ -75,6 +75,21 @@ class DictTable(dict):
         return self._payload + len(self) * (2 * BYTES_OBJECT_OVERHEAD + DICT_ENTRY_BYTES)
 
 
+def table_from_columns(layout: str, batches: Iterable[tuple[pa.Array, pa.Array]]) -> LiveTable:
+    """A table of `layout` holding the rows of Arrow (keys, values) batches with distinct keys: a full
+    snapshot, read without building a dict of it first."""
+    keys, values = [], []
+    for k, v in batches:
+        keys.append(k)
+        values.append(v)
+    if layout == "packed":
+        return PackedTable.from_columns(pa.chunked_array(keys, pa.binary()), pa.chunked_array(values, pa.binary()))
+    rows: dict[bytes, bytes] = {}
+    for k, v in zip(keys, values):
+        rows.update(zip(k.to_pylist(), v.to_pylist()))
+    return new_live_table(layout, rows)
+
+
 def new_live_table(layout: str, data: Mapping[bytes, bytes] | None = None) -> LiveTable:
     if layout == "packed":
         return PackedTable(data)

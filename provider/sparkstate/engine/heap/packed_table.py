@@ -23,6 +23,7 @@ Not thread-safe: the caller (VersionedMap) serializes access.
 """
 from __future__ import annotations
 
+import itertools
 import struct
 import sys
 from typing import Iterator, Mapping
@@ -98,6 +99,65 @@ class PackedTable:
         self._records = [b"".join(p) for p in parts]
         self._len = n
         self._bytes = sum(map(len, self._records)) + (n * _ENTRY_SIZE if self._index is not None else 0)
+
+    @classmethod
+    def from_columns(cls, keys: pa.ChunkedArray, values: pa.ChunkedArray) -> PackedTable:
+        """A table of distinct `keys` (a full snapshot's) and their `values`, built with numpy and Arrow:
+        the only Python work per key is `hash`. A restore reads millions of keys this way, where going
+        through a dict would cost several Python objects and a Python-level insert per key."""
+        table = cls()
+        n = len(keys)
+        if n != len(values) or keys.null_count or values.null_count:
+            raise ValueError(f"{n} keys with {len(values)} values ({keys.null_count} and {values.null_count} "
+                             "nulls): a table needs one non-null value per non-null key")
+        if n == 0:
+            return table
+        hashes = np.fromiter(itertools.chain.from_iterable(map(_hash, c.to_pylist()) for c in keys.chunks),
+                             np.int64, n)
+        nb = max(1, -(-n // LOAD))
+        table._set_level(nb.bit_length() - 1)
+        buckets = hashes & table._high
+        np.copyto(buckets, hashes & table._low, where=buckets >= nb)
+        order = np.argsort(buckets.astype(np.int32) if nb < 2 ** 31 else buckets)  # order within a bucket is free
+        counts = np.bincount(buckets, minlength=nb)
+        klens, vlens = _lengths(keys), _lengths(values)
+        if klens.min() == klens.max() > 0 and vlens.min() == vlens.max():
+            # fixed-width records: gather `key || value` rows in bucket order as numpy void items
+            kl, vl = int(klens[0]), int(vlens[0])
+            records = np.empty(n, np.dtype([("k", f"V{kl}"), ("v", f"V{vl}")] if vl else [("k", f"V{kl}")]))
+            records["k"] = _fixed_items(keys, kl)[order]
+            if vl:
+                records["v"] = _fixed_items(values, vl)[order]
+            payload = records.tobytes()
+            ends = np.cumsum(counts) * (kl + vl)
+            starts = np.concatenate(([0], ends[:-1]))
+            table._records = [payload[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+            table._klen, table._vlen, table._rlen = kl, vl, kl + vl
+            table._bytes = len(payload)
+            table._len = n
+            return table
+        # key, value, key, value, ... in bucket order: one Arrow take over both columns (64-bit offsets:
+        # a store's data may pass 2 GiB)
+        pick = np.empty(2 * n, np.int64)
+        pick[0::2], pick[1::2] = order, order + n
+        both = pa.concat_arrays([c.cast(pa.large_binary()) for c in keys.chunks + values.chunks])
+        rows = both.take(pa.array(pick))
+        row_offsets = np.frombuffer(rows.buffers()[1], np.int64, 2 * n + 1, rows.offset * 8)
+        payload = rows.buffers()[2].to_pybytes()[row_offsets[0]:row_offsets[-1]]
+        ends = row_offsets[2 * np.cumsum(counts)] - row_offsets[0]
+        starts = np.concatenate(([0], ends[:-1]))
+        table._records = [payload[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+        entries = np.empty(n, _ENTRY_DTYPE)
+        entries["fp"] = (hashes[order] >> 32) & 0xFFFFFFFF
+        entries["off"] = row_offsets[0:-1:2] - row_offsets[0] - np.repeat(starts, counts)
+        entries["kl"], entries["vl"] = klens[order], vlens[order]
+        index = entries.tobytes()
+        bounds = (np.cumsum(counts) * _ENTRY_SIZE).tolist()
+        table._index = [index[s:e] for s, e in zip([0] + bounds[:-1], bounds)]
+        table._rlen = 0
+        table._bytes = len(payload) + n * _ENTRY_SIZE
+        table._len = n
+        return table
 
     # ---- lookups ----------------------------------------------------------------------------------
     def get(self, key: bytes, default=None):
@@ -355,6 +415,26 @@ class PackedTable:
         objects are allocated at their exact size, so nothing else is hidden)."""
         objects = len(self._records) * (1 if self._index is None else 2)
         return self._bytes + objects * _PER_BUCKET_OBJECT
+
+
+def _offsets(chunk: pa.Array) -> np.ndarray:
+    """The offsets of a binary or large binary chunk (len + 1 of them), as int64."""
+    width = 8 if pa.types.is_large_binary(chunk.type) else 4
+    return np.frombuffer(chunk.buffers()[1], f"<i{width}", len(chunk) + 1, chunk.offset * width).astype(np.int64)
+
+
+def _lengths(column: pa.ChunkedArray) -> np.ndarray:
+    return np.concatenate([np.diff(_offsets(c)) for c in column.chunks] or [np.zeros(0, np.int64)])
+
+
+def _fixed_items(column: pa.ChunkedArray, width: int) -> np.ndarray:
+    """The items of a column whose items all have `width` bytes, as one numpy array of void items."""
+    parts = []
+    for c in column.chunks:
+        if len(c):
+            start = int(_offsets(c)[0])
+            parts.append(np.frombuffer(c.buffers()[2], np.uint8, len(c) * width, start).view(f"V{width}"))
+    return np.concatenate(parts)
 
 
 def _fixed_width(rows: np.ndarray) -> pa.BinaryArray:

@@ -32,7 +32,8 @@ from typing import Callable, Iterator, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .live_table import BYTES_OBJECT_OVERHEAD, DICT_ENTRY_BYTES, new_live_table
+from .live_table import BYTES_OBJECT_OVERHEAD, DICT_ENTRY_BYTES, DictTable, LiveTable, new_live_table
+from .packed_table import PackedTable
 
 
 class _Absent:
@@ -78,8 +79,9 @@ def scan_prefix_length(key: bytes) -> int | None:
 
 
 class VersionedMap:
-    def __init__(self, data: Mapping[bytes, bytes], prefix_index: bool, layout: str) -> None:
-        self._live = new_live_table(layout, data)
+    def __init__(self, data: Mapping[bytes, bytes] | LiveTable, prefix_index: bool, layout: str) -> None:
+        """`data`: the starting contents; a LiveTable (a restore builds one of `layout`) is adopted as it is."""
+        self._live = data if isinstance(data, (PackedTable, DictTable)) else new_live_table(layout, data)
         # The live value of a key: the table's own get (the table is never replaced), the per-row read.
         self.get: Callable[[bytes], bytes | None] = self._live.get
         self._chain: list[View] = []
@@ -88,7 +90,7 @@ class VersionedMap:
         self._index: dict[bytes, set[bytes]] | None = None
         if prefix_index:
             self._index = {}
-            for k in data:
+            for k in self._live.keys():
                 self._index_add(k)
 
     # ---- prefix index (PrefixKeyScan stores): scan prefix -> keys --------------------------------
