@@ -136,7 +136,8 @@ def test_memory_estimate_is_close_to_what_python_allocates(value_size):
 
 
 def _columns(model: dict, chunk: int):
-    """`model` as Arrow (keys, values) chunks of `chunk` rows, every other chunk a slice of a larger array."""
+    """`model` as Arrow (keys, values) chunks of `chunk` rows, every other chunk a slice of a larger array,
+    every third one large binary."""
     import pyarrow as pa  # noqa: PLC0415
     items = list(model.items())
     keys, values = [], []
@@ -144,10 +145,11 @@ def _columns(model: dict, chunk: int):
         part = items[i:i + chunk]
         k = pa.array([b"pad"] + [k for k, _ in part], pa.binary())
         v = pa.array([b"pad"] + [v for _, v in part], pa.binary())
-        sliced = (i // chunk) % 2
-        keys.append(k.slice(1) if sliced else pa.array([k for k, _ in part], pa.binary()))
-        values.append(v.slice(1) if sliced else pa.array([v for _, v in part], pa.binary()))
-    return pa.chunked_array(keys, pa.binary()), pa.chunked_array(values, pa.binary())
+        sliced, large = (i // chunk) % 2, (i // chunk) % 3 == 2
+        kind = pa.large_binary() if large else pa.binary()
+        keys.append(k.cast(kind).slice(1) if sliced else pa.array([k for k, _ in part], kind))
+        values.append(v.cast(kind).slice(1) if sliced else pa.array([v for _, v in part], kind))
+    return keys, values
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -176,6 +178,6 @@ def test_a_table_built_from_columns_keeps_every_entry_of_a_large_state():
 def test_columns_with_nulls_are_refused():
     import pyarrow as pa  # noqa: PLC0415
     with pytest.raises(ValueError, match="non-null value per non-null key"):
-        PackedTable.from_columns(pa.chunked_array([[b"a", b"b"]]), pa.chunked_array([[b"1", None]]))
+        PackedTable.from_columns([pa.array([b"a", b"b"])], [pa.array([b"1", None], pa.large_binary())])
     with pytest.raises(ValueError, match="non-null"):
-        PackedTable.from_columns(pa.chunked_array([[b"a"]]), pa.chunked_array([[b"1", b"2"]]))
+        PackedTable.from_columns([pa.array([b"a"])], [pa.array([b"1"]), pa.array([b"2"])])

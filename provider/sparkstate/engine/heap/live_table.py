@@ -76,14 +76,14 @@ class DictTable(dict):
 
 
 def table_from_columns(layout: str, batches: Iterable[tuple[pa.Array, pa.Array]]) -> LiveTable:
-    """A table of `layout` holding the rows of Arrow (keys, values) batches with distinct keys: a full
-    snapshot, read without building a dict of it first."""
+    """A table of `layout` holding the rows of Arrow (keys, values) batches (binary or large binary) with
+    distinct keys: a full snapshot, read without building a dict of it first."""
     keys, values = [], []
     for k, v in batches:
         keys.append(k)
         values.append(v)
     if layout == "packed":
-        return PackedTable.from_columns(pa.chunked_array(keys, pa.binary()), pa.chunked_array(values, pa.binary()))
+        return PackedTable.from_columns(keys, values)
     rows: dict[bytes, bytes] = {}
     for k, v in zip(keys, values):
         rows.update(zip(k.to_pylist(), v.to_pylist()))

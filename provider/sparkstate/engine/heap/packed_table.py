@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import struct
 import sys
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -101,18 +101,20 @@ class PackedTable:
         self._bytes = sum(map(len, self._records)) + (n * _ENTRY_SIZE if self._index is not None else 0)
 
     @classmethod
-    def from_columns(cls, keys: pa.ChunkedArray, values: pa.ChunkedArray) -> PackedTable:
-        """A table of distinct `keys` (a full snapshot's) and their `values`, built with numpy and Arrow:
-        the only Python work per key is `hash`. A restore reads millions of keys this way, where going
-        through a dict would cost several Python objects and a Python-level insert per key."""
+    def from_columns(cls, keys: Sequence[pa.Array], values: Sequence[pa.Array]) -> PackedTable:
+        """A table of distinct keys (a full snapshot's) and their values, given as chunks of binary or
+        large binary Arrow arrays, built with numpy and Arrow: the only Python work per key is `hash`. A
+        restore reads millions of keys this way, where going through a dict would cost several Python
+        objects and a Python-level insert per key."""
         table = cls()
-        n = len(keys)
-        if n != len(values) or keys.null_count or values.null_count:
-            raise ValueError(f"{n} keys with {len(values)} values ({keys.null_count} and {values.null_count} "
-                             "nulls): a table needs one non-null value per non-null key")
+        n, nv = sum(map(len, keys)), sum(map(len, values))
+        nulls = sum(c.null_count for c in keys), sum(c.null_count for c in values)
+        if n != nv or any(nulls):
+            raise ValueError(f"{n} keys with {nv} values ({nulls[0]} and {nulls[1]} nulls): a table needs one "
+                             "non-null value per non-null key")
         if n == 0:
             return table
-        hashes = np.fromiter(itertools.chain.from_iterable(map(_hash, c.to_pylist()) for c in keys.chunks),
+        hashes = np.fromiter(itertools.chain.from_iterable(map(_hash, c.to_pylist()) for c in keys),
                              np.int64, n)
         nb = max(1, -(-n // LOAD))
         table._set_level(nb.bit_length() - 1)
@@ -140,7 +142,7 @@ class PackedTable:
         # a store's data may pass 2 GiB)
         pick = np.empty(2 * n, np.int64)
         pick[0::2], pick[1::2] = order, order + n
-        both = pa.concat_arrays([c.cast(pa.large_binary()) for c in keys.chunks + values.chunks])
+        both = pa.concat_arrays([c.cast(pa.large_binary()) for c in [*keys, *values]])
         rows = both.take(pa.array(pick))
         row_offsets = np.frombuffer(rows.buffers()[1], np.int64, 2 * n + 1, rows.offset * 8)
         payload = rows.buffers()[2].to_pybytes()[row_offsets[0]:row_offsets[-1]]
@@ -423,14 +425,14 @@ def _offsets(chunk: pa.Array) -> np.ndarray:
     return np.frombuffer(chunk.buffers()[1], f"<i{width}", len(chunk) + 1, chunk.offset * width).astype(np.int64)
 
 
-def _lengths(column: pa.ChunkedArray) -> np.ndarray:
-    return np.concatenate([np.diff(_offsets(c)) for c in column.chunks] or [np.zeros(0, np.int64)])
+def _lengths(column: Sequence[pa.Array]) -> np.ndarray:
+    return np.concatenate([np.diff(_offsets(c)) for c in column] or [np.zeros(0, np.int64)])
 
 
-def _fixed_items(column: pa.ChunkedArray, width: int) -> np.ndarray:
+def _fixed_items(column: Sequence[pa.Array], width: int) -> np.ndarray:
     """The items of a column whose items all have `width` bytes, as one numpy array of void items."""
     parts = []
-    for c in column.chunks:
+    for c in column:
         if len(c):
             start = int(_offsets(c)[0])
             parts.append(np.frombuffer(c.buffers()[2], np.uint8, len(c) * width, start).view(f"V{width}"))

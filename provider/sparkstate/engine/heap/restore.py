@@ -45,25 +45,33 @@ Batches = list[tuple[pa.Array, pa.Array]]
 
 def _merged(full: Batches, deltas: Batches) -> Batches:
     """The rows of a full snapshot's batches (possibly none) with the deltas' rows applied in order (last
-    write wins, a null value removes the key), as batches of distinct keys. Arrow does the work: a
-    group-by finds each changed key's last write, a hash lookup drops the full snapshot's rows of
-    changed keys; no Python object is made per row."""
+    write wins, a null value removes the key), as batches of distinct keys. Arrow's hash kernels do the
+    work: they find each changed key's last write and drop the full snapshot's rows of changed keys; no
+    Python object is made per row."""
     if not deltas:
         return full
-    keys = pa.chunked_array([k for k, _ in deltas], pa.binary())
-    values = pa.chunked_array([v for _, v in deltas], pa.binary())
-    rows = pa.table({"key": keys, "row": pa.array(np.arange(len(keys), dtype=np.int64))})
-    last = rows.group_by("key", use_threads=False).aggregate([("row", "max")]).column("row_max")
+    # 64-bit offsets throughout: a chain's keys or values may pass 2 GiB
+    keys, values = _large([k for k, _ in deltas]), _large([v for _, v in deltas])
+    # each key's last write: its first occurrence in the rows reversed (index_in answers the first match)
+    n = len(keys)
+    newest_first = keys.take(pa.array(np.arange(n - 1, -1, -1, dtype=np.int64)))
+    first = pc.index_in(pc.unique(newest_first), value_set=newest_first).to_numpy()
+    last = pa.array(n - 1 - first.astype(np.int64))
     changed, written = keys.take(last), values.take(last)
     out: Batches = []
     if full:
         full_keys = pa.chunked_array([k for k, _ in full], pa.binary())
+        untouched = pc.invert(pc.is_in(_large(full_keys.chunks), value_set=changed))
         full_values = pa.chunked_array([v for _, v in full], pa.binary())
-        untouched = pc.invert(pc.is_in(full_keys, value_set=changed.combine_chunks()))
         out.extend(zip(full_keys.filter(untouched).chunks, full_values.filter(untouched).chunks))
     present = pc.is_valid(written)
-    out.extend(zip(changed.filter(present).chunks, written.filter(present).chunks))
+    out.append((changed.filter(present), written.filter(present)))
     return out
+
+
+def _large(chunks: list[pa.Array]) -> pa.LargeBinaryArray:
+    """Binary chunks as one large binary array."""
+    return pa.concat_arrays([c.cast(pa.large_binary()) for c in chunks])
 
 
 class ChainRestore:
