@@ -52,12 +52,11 @@ def _merged(full: Batches, deltas: Batches) -> Batches:
         return full
     # 64-bit offsets throughout: a chain's keys or values may pass 2 GiB
     keys, values = _large([k for k, _ in deltas]), _large([v for _, v in deltas])
-    # each key's last write: its first occurrence in the rows reversed (index_in answers the first match)
-    n = len(keys)
-    newest_first = keys.take(pa.array(np.arange(n - 1, -1, -1, dtype=np.int64)))
-    first = pc.index_in(pc.unique(newest_first), value_set=newest_first).to_numpy()
-    last = pa.array(n - 1 - first.astype(np.int64))
-    changed, written = keys.take(last), values.take(last)
+    # each key's last write: one hash pass numbers the distinct keys, numpy keeps each number's last row
+    ids = pc.dictionary_encode(keys).indices.to_numpy()
+    last = np.full(int(ids.max()) + 1 if len(ids) else 0, -1, np.int64)
+    np.maximum.at(last, ids, np.arange(len(ids), dtype=np.int64))
+    changed, written = keys.take(pa.array(last)), values.take(pa.array(last))
     out: Batches = []
     if full:
         full_keys = pa.chunked_array([k for k, _ in full], pa.binary())
