@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from sparkstate.engine import Store
-from sparkstate.engine.heap.files import KIND_FULL, apply_file
+from sparkstate.engine.heap.files import KIND_FULL, read
 from sparkstate.storage.local import local_path
 from sparkstate.errors import VersionNotFoundError
 
@@ -154,9 +154,9 @@ class HeapStoreModel(StoreModel):
         result = backend.runner.last_result
         if result is None or result.version not in self.committed:
             return
-        data: dict[bytes, bytes] = {}
         fm = self.store.file_manager
-        apply_file(data, local_path(fm.file_path(result.outcome.ref.remote)), KIND_FULL, result.version, "test")
+        path = local_path(fm.file_path(result.outcome.ref.remote))
+        data = {k: v for keys, values in read(path, KIND_FULL, result.version, "test") for k, v in zip(keys, values)}
         # Exactly one committed content of its version (never a later write, never a lost entry); a version
         # committed again since keeps the snapshot of the attempt it was taken of, unreferenced.
         assert data in self.attempts[result.version]

@@ -4,6 +4,8 @@ import os
 import pytest
 
 from sparkstate.engine.heap import files as hf
+from sparkstate.engine.heap.live_table import table_from_columns
+from sparkstate.engine.heap.restore import merge_chain
 from sparkstate.engine import journal
 from sparkstate.errors import CorruptCheckpointError
 from tests.storage.instrumented import InstrumentedFileIO
@@ -127,14 +129,15 @@ def test_staged_journal_on_other_storage_is_uploaded_at_commit(new_store, tmp_pa
 def test_legacy_v1_delta_is_still_read_and_unknown_versions_are_refused(tmp_path, backend):
     p = tmp_path / "delta-3.arrow"
     p.write_bytes(hf.encode(hf.KIND_DELTA, 3, [(b"\0\0\0\1k", b"v"), (b"\0\0\0\1gone", None)], "lz4"))
-    data = {b"\0\0\0\1gone": b"old"}
-    hf.apply_file(data, str(p), hf.KIND_DELTA, 3, "legacy")
+    import pyarrow as pa
+    full = [(pa.array([b"\0\0\0\1gone"]), pa.array([b"old"]))]
+    merged = merge_chain(full, list(hf.read_columns(str(p), hf.KIND_DELTA, 3, "legacy")))
+    data = dict(table_from_columns("dict", merged).items())
     assert data == {b"\0\0\0\1k": b"v"}
     with pytest.raises(CorruptCheckpointError, match="expected heap-delta of version 4"):
-        hf.apply_file({}, str(p), hf.KIND_DELTA, 4, "legacy")
-    import pyarrow as pa
+        list(hf.read_columns(str(p), hf.KIND_DELTA, 4, "legacy"))
     future = tmp_path / "future.arrow"
     with pa.OSFile(str(future), "wb") as sink, pa.ipc.new_stream(sink, hf.schema(hf.KIND_DELTA, 3, -1, "3")) as w:
         w.write_batch(hf._batch([(b"\0\0\0\1k", b"1")]))
     with pytest.raises(CorruptCheckpointError, match="format version 3"):
-        hf.apply_file({}, str(future), hf.KIND_DELTA, 3, "future")
+        list(hf.read_columns(str(future), hf.KIND_DELTA, 3, "future"))

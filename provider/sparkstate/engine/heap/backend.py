@@ -19,7 +19,7 @@ Memory: the live table, the before images of retained views (at most `heap.maxVe
 from __future__ import annotations
 
 import logging
-from typing import Mapping, Sequence
+from typing import Sequence
 
 from ...checkpoint import Manifest
 from ...errors import StoreStateError
@@ -28,7 +28,7 @@ from ..journal import DeltaJournal
 from ..snapshot_runner import BackgroundResult, BackgroundSnapshotRunner
 from .chain import Chain
 from .cursors import HeapPrefixCursor, HeapScanCursor
-from .live_table import LiveTable
+from .live_table import LiveTable, new_live_table
 from .restore import FullSnapshotRestore, choose_restore, find_full_snapshot
 from .snapshot import DeltaResources, HeapFullSnapshot, freeze_version, publish_version
 from .versioned_map import VersionedMap, View
@@ -49,11 +49,11 @@ class HeapBackend(Backend):
         self._foreign = False                     # writes after the head are not a batch's (bulk, replay)
         self._reset(table, version, chain)
 
-    def _reset(self, data: Mapping[bytes, bytes] | LiveTable, version: int, chain: Chain) -> None:
+    def _reset(self, table: LiveTable, version: int, chain: Chain) -> None:
         self._close_cursors()
         self._drop_journal()
         self._foreign = False
-        self._map = VersionedMap(data, prefix_index=self.ctx.num_cols_prefix_key > 0,
+        self._map = VersionedMap(table, prefix_index=self.ctx.num_cols_prefix_key > 0,
                                  layout=self.ctx.settings.heap_layout)
         self._full = HeapFullSnapshot(self.ctx, self._map, lambda v: self._committed[v])
         self._head: View = self._map.freeze(version)
@@ -63,7 +63,7 @@ class HeapBackend(Backend):
     def start_empty_at(self, version: int) -> None:
         # The empty state needs no file: the first delta (version+1) replays onto nothing, which is what a
         # chain without a full snapshot means. Based at `version`, no later commit adopts an earlier file.
-        self._reset({}, version, Chain(None, version, ()))
+        self._reset(new_live_table(self.ctx.settings.heap_layout), version, Chain(None, version, ()))
 
     def _check_open(self) -> None:
         if self._closed:

@@ -209,19 +209,6 @@ def read_columns(path: str, kind: str, version: int, source: str) -> Iterator[tu
         raise CorruptCheckpointError(f"heap checkpoint file {source} is truncated or corrupt: {e}") from None
 
 
-def apply_file(data: dict[bytes, bytes], path: str, kind: str, version: int, source: str) -> None:
-    """Load a full snapshot into / replay a delta onto `data`."""
-    for keys, values in read(path, kind, version, source):
-        if kind == KIND_FULL:
-            data.update(zip(keys, values))  # type: ignore[arg-type]
-            continue
-        for k, v in zip(keys, values):
-            if v is None:
-                data.pop(k, None)
-            else:
-                data[k] = v
-
-
 def chunks(items: Sequence, size: int) -> Iterable[Sequence]:
     for i in range(0, len(items), size):
         yield items[i:i + size]

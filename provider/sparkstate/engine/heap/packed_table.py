@@ -142,7 +142,7 @@ class PackedTable:
         # a store's data may pass 2 GiB)
         pick = np.empty(2 * n, np.int64)
         pick[0::2], pick[1::2] = order, order + n
-        both = pa.concat_arrays([c.cast(pa.large_binary()) for c in [*keys, *values]])
+        both = concat_large_binary([*keys, *values])
         rows = both.take(pa.array(pick))
         row_offsets = np.frombuffer(rows.buffers()[1], np.int64, 2 * n + 1, rows.offset * 8)
         payload = rows.buffers()[2].to_pybytes()[row_offsets[0]:row_offsets[-1]]
@@ -417,6 +417,11 @@ class PackedTable:
         objects are allocated at their exact size, so nothing else is hidden)."""
         objects = len(self._records) * (1 if self._index is None else 2)
         return self._bytes + objects * _PER_BUCKET_OBJECT
+
+
+def concat_large_binary(chunks: Sequence[pa.Array]) -> pa.LargeBinaryArray:
+    """Binary or large binary chunks as one large binary array (64-bit offsets: may pass 2 GiB)."""
+    return pa.concat_arrays([c.cast(pa.large_binary()) for c in chunks])
 
 
 def _offsets(chunk: pa.Array) -> np.ndarray:

@@ -24,6 +24,7 @@ from ..backend import BackendContext
 from . import files as hf
 from .chain import EMPTY_CHAIN, Chain
 from .live_table import LiveTable, new_live_table, table_from_columns
+from .packed_table import concat_large_binary
 
 
 @dataclass
@@ -43,7 +44,7 @@ class EmptyHeapRestore:
 Batches = list[tuple[pa.Array, pa.Array]]
 
 
-def _merged(full: Batches, deltas: Batches) -> Batches:
+def merge_chain(full: Batches, deltas: Batches) -> Batches:
     """The rows of a full snapshot's batches (possibly none) with the deltas' rows applied in order (last
     write wins, a null value removes the key), as batches of distinct keys. Arrow's hash kernels do the
     work: they find each changed key's last write and drop the full snapshot's rows of changed keys; no
@@ -51,7 +52,7 @@ def _merged(full: Batches, deltas: Batches) -> Batches:
     if not deltas:
         return full
     # 64-bit offsets throughout: a chain's keys or values may pass 2 GiB
-    keys, values = _large([k for k, _ in deltas]), _large([v for _, v in deltas])
+    keys, values = concat_large_binary([k for k, _ in deltas]), concat_large_binary([v for _, v in deltas])
     # each key's last write: one hash pass numbers the distinct keys, numpy keeps each number's last row
     ids = pc.dictionary_encode(keys).indices.to_numpy()
     last = np.full(int(ids.max()) + 1 if len(ids) else 0, -1, np.int64)
@@ -59,18 +60,13 @@ def _merged(full: Batches, deltas: Batches) -> Batches:
     changed, written = keys.take(pa.array(last)), values.take(pa.array(last))
     out: Batches = []
     if full:
+        untouched = pc.invert(pc.is_in(concat_large_binary([k for k, _ in full]), value_set=changed))
         full_keys = pa.chunked_array([k for k, _ in full], pa.binary())
-        untouched = pc.invert(pc.is_in(_large(full_keys.chunks), value_set=changed))
         full_values = pa.chunked_array([v for _, v in full], pa.binary())
         out.extend(zip(full_keys.filter(untouched).chunks, full_values.filter(untouched).chunks))
     present = pc.is_valid(written)
     out.append((changed.filter(present), written.filter(present)))
     return out
-
-
-def _large(chunks: list[pa.Array]) -> pa.LargeBinaryArray:
-    """Binary chunks as one large binary array."""
-    return pa.concat_arrays([c.cast(pa.large_binary()) for c in chunks])
 
 
 class ChainRestore:
@@ -92,7 +88,7 @@ class ChainRestore:
                 path = fm.fetch_to_cache(ref, layout.cache_dir, m.version, verify)
                 remote = fm.file_path(ref.remote)
                 (full if kind == hf.KIND_FULL else deltas).extend(hf.read_columns(path, kind, v, remote))
-            table = table_from_columns(self.ctx.settings.heap_layout, _merged(full, deltas))
+            table = table_from_columns(self.ctx.settings.heap_layout, merge_chain(full, deltas))
         finally:
             fm.prune_cache(layout.cache_dir, ())
         if len(table) != m.num_keys:
