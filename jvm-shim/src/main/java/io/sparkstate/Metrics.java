@@ -19,6 +19,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * leaves out are reported as 0.
  */
 final class Metrics {
+  /** Counted in the JVM (PythonStateStore), not reported by Python. */
+  static final String FILTERED_GETS = "sparkstateFilteredGets";
   static final List<StateStoreCustomMetric> DECLARED = List.of(
       new StateStoreCustomTimingMetric("sparkstateCommitMs", "sparkstate: time to commit a version"),
       new StateStoreCustomTimingMetric("sparkstateLoadMs", "sparkstate: time to load a version"),
@@ -29,7 +31,9 @@ final class Metrics {
       new StateStoreCustomSumMetric("sparkstateFilesUploaded", "sparkstate: checkpoint files uploaded"),
       new StateStoreCustomSumMetric("sparkstateFilesReused", "sparkstate: checkpoint files reused from earlier versions"),
       new StateStoreCustomSizeMetric("sparkstateBytesUploaded", "sparkstate: bytes uploaded to the checkpoint", false),
-      new StateStoreCustomSizeMetric("sparkstateCheckpointBytes", "sparkstate: size of the committed version", false));
+      new StateStoreCustomSizeMetric("sparkstateCheckpointBytes", "sparkstate: size of the committed version", false),
+      new StateStoreCustomSumMetric(FILTERED_GETS,
+          "sparkstate: gets of absent keys answered by the shim's key filter, without the worker"));
 
   private Metrics() {}
 
@@ -39,15 +43,20 @@ final class Metrics {
 
   /** Builds Spark metrics from {@code {"numKeys", "memoryUsedBytes", "custom": {name: long}}}. */
   static StateStoreMetrics fromJson(JsonNode json) {
+    return fromJson(json, 0, 0);
+  }
+
+  /** As {@link #fromJson(JsonNode)}, plus what the shim itself counts: its filtered gets and filter bytes. */
+  static StateStoreMetrics fromJson(JsonNode json, long filteredGets, long keyFilterBytes) {
     JsonNode custom = json == null ? null : json.get("custom");
     Map<StateStoreCustomMetric, Object> values = new LinkedHashMap<>();
     for (StateStoreCustomMetric m : DECLARED) {
       JsonNode v = custom == null ? null : custom.get(m.name());
-      values.put(m, v != null && v.canConvertToLong() ? v.asLong() : 0L);
+      values.put(m, m.name().equals(FILTERED_GETS) ? filteredGets : v != null && v.canConvertToLong() ? v.asLong() : 0L);
     }
     return new StateStoreMetrics(
         json == null ? 0L : json.path("numKeys").asLong(0),
-        json == null ? 0L : json.path("memoryUsedBytes").asLong(0),
+        (json == null ? 0L : json.path("memoryUsedBytes").asLong(0)) + keyFilterBytes,
         scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(values)),
         scala.collection.immutable.Map$.MODULE$.<StateStoreInstanceMetric, Object>empty());
   }

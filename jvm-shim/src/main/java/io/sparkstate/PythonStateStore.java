@@ -33,6 +33,14 @@ import scala.runtime.BoxedUnit;
  * The same object serves as the read store ({@code getReadStore}) and, after
  * {@code upgradeReadStoreToWriteStore}, as the write store. A store that never wrote is left as loaded on
  * abort (no Python call), so the next batch can reuse the live database.
+ *
+ * <p>A get of a key the {@link KeyFilter} has never seen is answered here, without the worker. The filter
+ * is trusted only while it holds every key the store can hold: from the provider (an empty store, or the
+ * version this provider committed last) or, failing that, once a full scan ({@code iterator()}) has run to
+ * its end, since every key the worker has passes through it and every put goes into the filter first.
+ * Spark's eviction passes (watermarks of dropDuplicates, joins, aggregations) are such scans, so a store
+ * restored from the checkpoint gets its filter without a scan of its own. A trusted filter is handed to
+ * the provider on commit and taken up by the next batch's store.
  */
 final class PythonStateStore implements StateStore {
   private static final Logger LOG = LoggerFactory.getLogger(PythonStateStore.class);
@@ -54,9 +62,14 @@ final class PythonStateStore implements StateStore {
   private JsonNode commitMetrics;
   private Option<String> checkpointId = Option.empty();      // the committed attempt's id (format v2)
   private Option<String> baseCheckpointId = Option.empty();  // the id of the version it was built on
+  /** Holds every key the store can hold; null: ask the worker. */
+  private KeyFilter keyFilter;
+  /** Built by a full scan that has not ended yet (with the puts made since it began); trusted when it ends. */
+  private KeyFilter pendingKeyFilter;
+  private long filteredGets;
 
   PythonStateStore(PythonStateStoreProvider provider, WorkerLease lease, int handle, long version, boolean readOnly,
-      KeyCodec codec) {
+      KeyCodec codec, KeyFilter keyFilter) {
     this.provider = provider;
     this.lease = lease;
     this.worker = lease.worker();
@@ -64,6 +77,7 @@ final class PythonStateStore implements StateStore {
     this.version = version;
     this.readOnly = readOnly;
     this.codec = codec;
+    this.keyFilter = keyFilter;
   }
 
   boolean belongsTo(PythonStateStoreProvider p) {
@@ -96,6 +110,11 @@ final class PythonStateStore implements StateStore {
     checkColumnFamily(colFamilyName);
     checkUpdating("get");
     byte[] storageKey = codec.storageKey(key, false);
+    KeyFilter filter = keyFilter;
+    if (filter != null && !filter.mightContain(storageKey)) {
+      filteredGets++;
+      return null;
+    }
     byte[] value;
     try {
       value = channel().get(handle, storageKey);
@@ -120,13 +139,22 @@ final class PythonStateStore implements StateStore {
   }
 
   private StateStoreIterator<UnsafeRowPair> scan(byte[] prefix) {
+    KeyFilter feed = null;
+    if (prefix.length == 0 && provider.keyFilterMaxKeys() > 0) {
+      synchronized (this) {
+        if (pendingKeyFilter == null && (keyFilter == null || keyFilter.worn())) {
+          pendingKeyFilter = new KeyFilter(provider.keyFilterMaxKeys());
+        }
+        feed = pendingKeyFilter;
+      }
+    }
     ScanChunk first;
     try {
       first = channel().scanOpen(handle, prefix);
     } catch (RuntimeException e) {
       throw provider.failure("scan", version, worker, e);
     }
-    ScanIterator it = new ScanIterator(first);
+    ScanIterator it = new ScanIterator(first, feed);
     if (!first.done) {
       synchronized (this) {
         openScans.add(it);
@@ -147,10 +175,16 @@ final class PythonStateStore implements StateStore {
     private int index;
     private int offset;
     private boolean closed;
+    /** A full scan's filter in the making: every key passing by goes in; null for other scans. */
+    private final KeyFilter feed;
 
-    ScanIterator(ScanChunk first) {
+    ScanIterator(ScanChunk first, KeyFilter feed) {
       this.chunk = first;
+      this.feed = feed;
       this.closed = first.done && first.count == 0;
+      if (closed) {
+        reachedEnd();
+      }
     }
 
     @Override
@@ -158,6 +192,7 @@ final class PythonStateStore implements StateStore {
       while (!closed && index >= chunk.count) {
         if (chunk.done) {
           finished();
+          reachedEnd();
           return false;
         }
         try {
@@ -179,6 +214,9 @@ final class PythonStateStore implements StateStore {
       }
       int klen = chunk.keyLengths[index];
       int vlen = chunk.valueLengths[index];
+      if (feed != null) {
+        feed.add(chunk.data, offset, klen);
+      }
       UnsafeRow key = codec.keyRow(chunk.data, offset, klen);
       UnsafeRow value = codec.valueRow(chunk.data, offset + klen, vlen);
       offset += klen + vlen;
@@ -190,6 +228,20 @@ final class PythonStateStore implements StateStore {
       closed = true;
       synchronized (PythonStateStore.this) {
         openScans.remove(this);
+      }
+    }
+
+    /** A full scan saw every key: its filter, with the puts made meanwhile, holds all the store has. */
+    private void reachedEnd() {
+      if (feed == null) {
+        return;
+      }
+      synchronized (PythonStateStore.this) {
+        if (feed == pendingKeyFilter) {
+          feed.builtFromScan();
+          keyFilter = feed;
+          pendingKeyFilter = null;
+        }
       }
     }
 
@@ -222,6 +274,14 @@ final class PythonStateStore implements StateStore {
     byte[] storageKey = codec.storageKey(key, true);
     byte[] valueBytes = KeyCodec.valueBytes(value);
     wrote = true;
+    KeyFilter filter = keyFilter;
+    if (filter != null) {
+      filter.add(storageKey);
+    }
+    filter = pendingKeyFilter;
+    if (filter != null) {
+      filter.add(storageKey);
+    }
     try {
       channel().put(handle, storageKey, valueBytes);
     } catch (RuntimeException e) {
@@ -260,13 +320,16 @@ final class PythonStateStore implements StateStore {
       throw new IllegalStateException(provider.describe(version) + ": the worker committed version "
           + newVersion + ", expected " + (version + 1));
     }
+    KeyFilter filter;
     synchronized (this) {
       state = State.COMMITTED;
       committedVersion = newVersion;
       commitMetrics = result.get("metrics");
       checkpointId = optionalText(result, "checkpointId");
       baseCheckpointId = optionalText(result, "baseCheckpointId");
+      filter = keyFilter;
     }
+    provider.keyFilterCommitted(newVersion, checkpointId, filter);
     if (!lease.isTaskScoped()) {
       lease.release();
     }
@@ -341,13 +404,17 @@ final class PythonStateStore implements StateStore {
   public StateStoreMetrics metrics() {
     State current;
     JsonNode cached;
+    long filtered;
+    long filterBytes;
     synchronized (this) {
       current = state;
       cached = commitMetrics;
+      filtered = filteredGets;
+      filterBytes = keyFilter == null ? 0 : keyFilter.sizeInBytes();
     }
     // commit's "metrics" saves a call when it has the metrics() shape; otherwise ask the worker.
     if (current == State.COMMITTED && cached != null && cached.has("numKeys")) {
-      return Metrics.fromJson(cached);
+      return Metrics.fromJson(cached, filtered, filterBytes);
     }
     if (current == State.ABORTED) {
       return Metrics.fromJson(null);
@@ -356,7 +423,7 @@ final class PythonStateStore implements StateStore {
       if (current == State.UPDATING) {
         channel().sync(handle);
       }
-      return Metrics.fromJson(Json.parse(worker.control().metrics(handle), "metrics"));
+      return Metrics.fromJson(Json.parse(worker.control().metrics(handle), "metrics"), filtered, filterBytes);
     } catch (RuntimeException e) {
       throw provider.failure("read metrics of", version, worker, e);
     }

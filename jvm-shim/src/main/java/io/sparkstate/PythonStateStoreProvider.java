@@ -69,6 +69,11 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
 
   private Worker holder; // guarded by this: the worker that has the store open, or null
   private int handle = -1; // guarded by this: the store's handle on holder
+  // guarded by this: a key filter holding every key of committed version keyFilterVersion (attempt
+  // keyFilterCheckpointId under checkpoint format v2), as this provider's last commit left it
+  private KeyFilter keyFilter;
+  private long keyFilterVersion = -1;
+  private String keyFilterCheckpointId = "";
 
   /** Cheap on purpose: the driver creates throw-away instances just to read supportedCustomMetrics. */
   public PythonStateStoreProvider() {
@@ -226,7 +231,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
       throw new IllegalArgumentException("cannot replay versions " + snapshotVersion + ".." + endVersion + " of "
           + describe(endVersion) + ": the snapshot version must be at least 1 and at most the end version");
     }
-    return open(endVersion, readOnly, "replay",
+    return open(endVersion, readOnly, "replay", null,
         (control, h) -> control.replay(h, snapshotVersion, endVersion, idOf(snapshotVersionCkptId),
             idOf(endVersionCkptId)));
   }
@@ -280,12 +285,42 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
       throw new IllegalArgumentException("loadEmpty asks for a store to write: " + describe(version));
     }
     String checkpointId = idOf(ckptId);
-    return open(version, readOnly, "load",
+    // Version 0 is the empty state before a query's first batch.
+    return open(version, readOnly, "load", keyFilterFor(version, checkpointId, loadEmpty || version == 0),
         (control, h) -> loadEmpty ? control.loadEmpty(h, version) : control.load(h, version, checkpointId));
   }
 
+  /**
+   * The key filter a store loaded at {@code version} may trust for its gets: a new one for an empty store;
+   * the one this provider's last commit left, if that commit made exactly this version (and attempt); else
+   * null, and the store asks the worker until a full scan has shown it every key (PythonStateStore).
+   * A version another executor committed, or one rewritten offline, never matches: this provider did not
+   * commit it (a new query run makes new providers).
+   */
+  private synchronized KeyFilter keyFilterFor(long version, String checkpointId, boolean empty) {
+    if (settings.keyFilterMaxKeys == 0) {
+      return null;
+    }
+    if (empty) {
+      return new KeyFilter(settings.keyFilterMaxKeys);
+    }
+    boolean sameAttempt = checkpointId.isEmpty() || checkpointId.equals(keyFilterCheckpointId);
+    return keyFilter != null && keyFilterVersion == version && sameAttempt ? keyFilter : null;
+  }
+
+  /** A store committed {@code version} with {@code filter} (null: it had none it could trust). */
+  synchronized void keyFilterCommitted(long version, Option<String> checkpointId, KeyFilter filter) {
+    keyFilter = filter;
+    keyFilterVersion = filter == null ? -1 : version;
+    keyFilterCheckpointId = idOf(checkpointId);
+  }
+
+  long keyFilterMaxKeys() {
+    return settings.keyFilterMaxKeys;
+  }
+
   /** A store at {@code version} on a leased worker, brought there by {@code loadCall}. */
-  private PythonStateStore open(long version, boolean readOnly, String action,
+  private PythonStateStore open(long version, boolean readOnly, String action, KeyFilter keyFilter,
       BiFunction<WorkerControl, Integer, String> loadCall) {
     WorkerLease lease = WorkerPool.get().leaseFor(settings, currentHolder());
     Worker worker = lease.worker();
@@ -297,7 +332,8 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
         throw new IllegalStateException(describe(version) + ": the worker loaded version " + got);
       }
       PythonStateStore store = new PythonStateStore(this, lease, h, version, readOnly,
-          new KeyCodec(keySchema, valueSchema, numColsPrefixKey, id.storeName(), numPartitions, id.partitionId()));
+          new KeyCodec(keySchema, valueSchema, numColsPrefixKey, id.storeName(), numPartitions, id.partitionId()),
+          keyFilter);
       lease.track(store);
       return store;
     } catch (RuntimeException e) {
@@ -411,6 +447,8 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
       h = handle;
       holder = null;
       handle = -1;
+      keyFilter = null;
+      keyFilterVersion = -1;
     }
     if (worker != null && h >= 0) {
       WorkerPool.get().storeLeft(worker);

@@ -30,6 +30,7 @@ final class ShimSettings {
   static final String HEARTBEAT_TIMEOUT = PREFIX + "workerHeartbeatTimeoutMs";
   static final String STALL_TIMEOUT = PREFIX + "workerStallTimeoutMs";
   static final String SHM_DIR = PREFIX + "shmDir";
+  static final String KEY_FILTER_MAX_KEYS = PREFIX + "keyFilter.maxKeys";
   static final String EMBEDDED = "embedded";
   static final String SHM = "shm";
 
@@ -48,6 +49,8 @@ final class ShimSettings {
   final long stallTimeoutMs;
   /** Where shm segments are created; null: /dev/shm when writable, else java.io.tmpdir. */
   final String shmDir;
+  /** Keys a store's {@link KeyFilter} may hold; 0: no filter, every get goes to the worker. */
+  final long keyFilterMaxKeys;
 
   private ShimSettings(Map<String, String> all, String pythonExec) {
     this.all = all;
@@ -56,6 +59,7 @@ final class ShimSettings {
     this.workerStartTimeoutMs = integer(all, START_TIMEOUT, 0);
     this.heartbeatTimeoutMs = integer(all, HEARTBEAT_TIMEOUT, 0);
     this.stallTimeoutMs = integer(all, STALL_TIMEOUT, 0);
+    this.keyFilterMaxKeys = integer(all, KEY_FILTER_MAX_KEYS, 0);
     // Unset: twice the JVM's processors (Python has no default to give: it does not know the executor).
     this.maxWorkers = (int) Math.min(Integer.MAX_VALUE,
         integer(all, MAX_WORKERS, 2L * Runtime.getRuntime().availableProcessors()));

@@ -1,0 +1,98 @@
+package io.sparkstate;
+
+import static io.sparkstate.ShimTests.check;
+import static io.sparkstate.ShimTests.equal;
+
+import java.nio.charset.StandardCharsets;
+import java.util.Random;
+
+/** KeyFilter: never a false "absent", few false "present", growth, saturation and wear. */
+public final class KeyFilterTest {
+  private KeyFilterTest() {}
+
+  private static byte[] key(int i) {
+    return ("key-" + i).getBytes(StandardCharsets.UTF_8);
+  }
+
+  public static void testEveryAddedKeyIsReportedPresentAcrossGrowth() {
+    KeyFilter f = new KeyFilter(1_000_000);
+    for (int i = 0; i < 200_000; i++) {
+      f.add(key(i));
+    }
+    for (int i = 0; i < 200_000; i++) {
+      check(f.mightContain(key(i)), "added key " + i + " reported absent");
+    }
+    check(f.sizeInBytes() > 200_000L * 12 / 8, "grew to hold 200k keys: " + f.sizeInBytes() + " bytes");
+  }
+
+  public static void testFewKeysNeverAddedAreReportedPresent() {
+    KeyFilter f = new KeyFilter(1_000_000);
+    for (int i = 0; i < 100_000; i++) {
+      f.add(key(i));
+    }
+    int falsePositives = 0;
+    for (int i = 100_000; i < 200_000; i++) {
+      if (f.mightContain(key(i))) {
+        falsePositives++;
+      }
+    }
+    // 12 bits and 8 probes per key: about 0.3% per full segment; the chain has up to six.
+    check(falsePositives < 2_000, falsePositives + " of 100000 absent keys reported present");
+  }
+
+  public static void testAddingASliceEqualsAddingTheKey() {
+    KeyFilter f = new KeyFilter(1000);
+    byte[] k = key(42);
+    byte[] framed = new byte[k.length + 7];
+    System.arraycopy(k, 0, framed, 3, k.length);
+    f.add(framed, 3, k.length);
+    check(f.mightContain(k), "a key added from a slice of a larger array");
+    equal(KeyFilter.hash(k), KeyFilter.hash(framed, 3, k.length), "hash of the slice");
+  }
+
+  public static void testHashUsesEveryByte() {
+    Random rnd = new Random(7);
+    for (int len = 0; len < 40; len++) {
+      byte[] a = new byte[len + 1];
+      rnd.nextBytes(a);
+      for (int i = 0; i < a.length; i++) {
+        byte[] b = a.clone();
+        b[i] ^= 1;
+        check(KeyFilter.hash(a) != KeyFilter.hash(b), "flipping byte " + i + " of " + a.length + " kept the hash");
+      }
+    }
+    check(KeyFilter.hash(new byte[3]) != KeyFilter.hash(new byte[4]), "zero keys of different lengths collide");
+  }
+
+  public static void testPastMaxKeysEveryKeyIsPresentAndTheBitsAreFreed() {
+    KeyFilter f = new KeyFilter(10_000);
+    for (int i = 0; i < 10_000; i++) {
+      f.add(key(i));
+    }
+    check(!f.saturated(), "holds maxKeys keys");
+    for (int i = 10_000; i < 30_000 && !f.saturated(); i++) {
+      f.add(key(i));
+    }
+    check(f.saturated(), "saturated past maxKeys");
+    check(f.mightContain(key(123_456_789)), "a saturated filter answers 'maybe' for everything");
+    equal(0L, f.sizeInBytes(), "bytes of a saturated filter");
+    check(!f.worn(), "a saturated filter is not rebuilt by every scan");
+  }
+
+  public static void testWornOnceAddsOutgrowTheScannedSize() {
+    KeyFilter f = new KeyFilter(1_000_000);
+    for (int i = 0; i < 10_000; i++) {
+      f.add(key(i));
+    }
+    f.builtFromScan();
+    check(!f.worn(), "fresh from a scan");
+    for (int i = 0; i < 10_000; i++) {
+      f.add(key(i)); // keys already in do not count
+    }
+    check(!f.worn(), "re-adding the scanned keys");
+    for (int i = 10_000; i < 40_000; i++) {
+      f.add(key(i));
+    }
+    check(f.worn(), "three times the scanned keys");
+  }
+}
