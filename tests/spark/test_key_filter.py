@@ -114,3 +114,31 @@ def test_aggregation_results_match_batch_with_the_filter(spark, tmp_path, varian
                 source.batch().groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("total")).collect()}
     assert results == expected and len(expected) >= 40
     assert filtered[0] > 0, f"new groups of the first batch were not filtered: {filtered}"
+
+
+def test_session_windows_skip_prefix_scans_of_new_keys(spark, tmp_path, variant):
+    """Session windows look a key's sessions up by prefix scan: the filter holds every key's scan prefix
+    too, so a key with no session yet needs no scan in the worker."""
+    source = InputDir(spark, str(tmp_path / "events"), EVENT_SCHEMA)
+    checkpoint = str(tmp_path / "checkpoint")
+    rng = random.Random(16)
+    files = [[{"id": f"e{i}-{j}", "k": f"k{rng.randrange(300)}", "v": j, "t": BASE + BUCKET * i + rng.randrange(BUCKET)}
+              for j in range(60)] for i in range(6)]
+    files.append([{"id": "advance", "k": "zz", "v": 0, "t": BASE + BUCKET * 6 + 1005}])
+    sessions: list = []
+    filtered: list[int] = []
+
+    def query(df):
+        return (df.withColumn("ts", event_time()).withWatermark("ts", "10 seconds")
+                .groupBy(F.session_window("ts", "5 seconds"), "k").agg(F.count("*").alias("n")))
+
+    for part in (files[:3], files[3:]):
+        source.add_all(part)
+        writer = query(source.stream()).writeStream.outputMode("append").foreachBatch(
+            lambda df, _: sessions.extend(df.collect()))
+        filtered += _filtered(run_available_now_progress(writer, checkpoint))
+    final_watermark = BASE + BUCKET * 6 + 1005 - 10
+    expected = query(source.batch()).where(
+        F.col("session_window.end") <= F.timestamp_seconds(F.lit(final_watermark))).collect()
+    assert_same_rows(sessions, expected, min_rows=200)
+    assert filtered[0] > 0, f"prefix scans of new keys went to the worker: {filtered}"

@@ -141,6 +141,14 @@ final class KeyCodec {
     return out;
   }
 
+  /**
+   * How many leading bytes of the storage key at {@code off} are the scan prefix of its leading columns
+   * (what {@link #scanPrefix} gives for them); 0 for a store without prefix scans.
+   */
+  int scanPrefixLength(byte[] data, int off) {
+    return prefixed ? 8 + getIntBE(data, off + 4) : 0;
+  }
+
   /** A key row pointing into {@code data} (no copy): the storage key without its kg and prefix parts. */
   UnsafeRow keyRow(byte[] data, int off, int len) {
     int body = 4;

@@ -33,7 +33,7 @@ final class Metrics {
       new StateStoreCustomSizeMetric("sparkstateBytesUploaded", "sparkstate: bytes uploaded to the checkpoint", false),
       new StateStoreCustomSizeMetric("sparkstateCheckpointBytes", "sparkstate: size of the committed version", false),
       new StateStoreCustomSumMetric(FILTERED_GETS,
-          "sparkstate: gets of absent keys answered by the shim's key filter, without the worker"));
+          "sparkstate: gets and prefix scans of absent keys answered by the shim's key filter, without the worker"));
 
   private Metrics() {}
 

@@ -135,7 +135,14 @@ final class PythonStateStore implements StateStore {
   public StateStoreIterator<UnsafeRowPair> prefixScan(UnsafeRow prefixKey, String colFamilyName) {
     checkColumnFamily(colFamilyName);
     checkUpdating("prefixScan");
-    return scan(codec.scanPrefix(prefixKey));
+    byte[] prefix = codec.scanPrefix(prefixKey);
+    KeyFilter filter = keyFilter;
+    if (filter != null && !filter.mightContain(prefix)) { // every key's scan prefix goes in with the key
+      filteredGets++;
+      return new StateStoreIterator<>(scala.collection.Iterator$.MODULE$.<UnsafeRowPair>empty(),
+          () -> BoxedUnit.UNIT);
+    }
+    return scan(prefix);
   }
 
   private StateStoreIterator<UnsafeRowPair> scan(byte[] prefix) {
@@ -215,7 +222,7 @@ final class PythonStateStore implements StateStore {
       int klen = chunk.keyLengths[index];
       int vlen = chunk.valueLengths[index];
       if (feed != null) {
-        feed.add(chunk.data, offset, klen);
+        addKey(feed, chunk.data, offset, klen);
       }
       UnsafeRow key = codec.keyRow(chunk.data, offset, klen);
       UnsafeRow value = codec.valueRow(chunk.data, offset + klen, vlen);
@@ -262,6 +269,15 @@ final class PythonStateStore implements StateStore {
     }
   }
 
+  /** A storage key and, in a store with prefix scans, its scan prefix, so prefixScan can ask the filter too. */
+  private void addKey(KeyFilter filter, byte[] data, int off, int len) {
+    filter.add(data, off, len);
+    int prefixLength = codec.scanPrefixLength(data, off);
+    if (prefixLength > 0) {
+      filter.add(data, off, prefixLength);
+    }
+  }
+
   // ---- writes ----
 
   @Override
@@ -276,11 +292,11 @@ final class PythonStateStore implements StateStore {
     wrote = true;
     KeyFilter filter = keyFilter;
     if (filter != null) {
-      filter.add(storageKey);
+      addKey(filter, storageKey, 0, storageKey.length);
     }
     filter = pendingKeyFilter;
     if (filter != null) {
-      filter.add(storageKey);
+      addKey(filter, storageKey, 0, storageKey.length);
     }
     try {
       channel().put(handle, storageKey, valueBytes);

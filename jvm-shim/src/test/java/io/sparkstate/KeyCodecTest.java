@@ -79,7 +79,11 @@ final class KeyCodecTest {
           "prefix of key s1/" + w);
       UnsafeRow back = codec.keyRow(full, 0, full.length);
       equal(w, back.getInt(1), "column w of s1/" + w);
+      byte[] framed = new byte[full.length + 5];
+      System.arraycopy(full, 0, framed, 5, full.length);
+      equal(prefix.length, codec.scanPrefixLength(framed, 5), "scan prefix length of s1/" + w);
     }
+    equal(0, new KeyCodec(KEY, VALUE, 0, "default", 3, 0).scanPrefixLength(prefix, 0), "without prefix scans");
     byte[] other = codec.storageKey(key("s2", 0), false);
     check(!Arrays.equals(prefix, Arrays.copyOf(other, prefix.length)), "another session is not covered");
   }
