@@ -146,10 +146,11 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "directory. A segment that cannot be created there falls back to the socket with a warning.",
                 "a local directory path"),
     Declaration("keyFilter.maxKeys", "key_filter_max_keys", 4_000_000, _int_at_least(0),
-                "Keys per store the JVM shim's key filter may hold. The filter (a Bloom filter, about 1.5 "
-                "bytes per key, in the executor JVM) answers a get of a key the store cannot have without a "
-                "call to the worker; most of a dropDuplicates', join's or new group's lookups are such gets. "
-                "A store with more keys is asked every time. 0 turns the filter off.", "an integer >= 0"),
+                "Keys per store the JVM shim's key filter may hold. The filter (a Bloom filter in the "
+                "executor JVM, 1.5-3 bytes per key) answers a get or prefix scan of a key the store cannot "
+                "have without a call to the worker; most of a dropDuplicates', join's, session window's or "
+                "new group's lookups are such. A store that outgrows it asks the worker every time. 0 turns "
+                "the filter off.", "an integer >= 0"),
     Declaration("localDir", "local_dir", None, _local_path,
                 "Directory for the workers' local working copies (live databases, file cache), created if "
                 "missing; each store's directory in it is private to the user (0700). Unset: "
