@@ -48,8 +48,8 @@ final class KeyFilter {
       return true;
     }
     long h = hash(key);
-    for (Segment s : current) {
-      if (s.mightContain(h)) {
+    for (int i = current.length - 1; i >= 0; i--) { // the newest, largest segment holds most keys
+      if (current[i].mightContain(h)) {
         return true;
       }
     }
@@ -67,8 +67,8 @@ final class KeyFilter {
     }
     long h = hash(data, off, len);
     Segment[] current = segments;
-    for (Segment s : current) {
-      if (s.mightContain(h)) {
+    for (int i = current.length - 1; i >= 0; i--) {
+      if (current[i].mightContain(h)) {
         return; // in already (or indistinguishable from a key that is): asking again answers "maybe"
       }
     }
