@@ -147,7 +147,8 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "a local directory path"),
     Declaration("keyFilter.maxKeys", "key_filter_max_keys", 4_000_000, _int_at_least(0),
                 "Keys per store the JVM shim's key filter may hold. The filter (a Bloom filter in the "
-                "executor JVM, 1.5-3 bytes per key) answers a get or prefix scan of a key the store cannot "
+                "executor JVM: 12 bits per key of a capacity that grows 4x at a time, at most about 6 MiB "
+                "per store at the default) answers a get or prefix scan of a key the store cannot "
                 "have without a call to the worker; most of a dropDuplicates', join's, session window's or "
                 "new group's lookups are such. A store that outgrows it asks the worker every time. 0 turns "
                 "the filter off.", "an integer >= 0"),
