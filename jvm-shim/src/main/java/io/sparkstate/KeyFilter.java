@@ -13,17 +13,18 @@ import org.apache.spark.unsafe.Platform;
  * no values and decides nothing about state: "maybe present" sends the get to the worker as before.
  *
  * <p>It only ever gains keys: a removed key stays in (a false positive costs one ordinary get), and the
- * filter is rebuilt when the keys it has taken grow well past the store's size. It grows as a chain of
- * segments, each four times the capacity of the one before, so a store of a few keys costs a few
- * kilobytes and a store of millions does not need its size up front. Past {@code maxKeys} it stops
- * answering ({@link #saturated}): every get then goes to the worker.
+ * filter is rebuilt from the next full scan once its newest segment is three-quarters full.
+ * A new store's filter grows as a chain of segments, each four times the capacity of the one before, so a
+ * store of a few keys costs a few kilobytes and a store of millions does not need its size up front; one
+ * built by a scan ({@link Builder}) is a single segment sized for twice the keys it saw. Past
+ * {@code maxKeys} it stops answering ({@link #saturated}): every get then goes to the worker.
  *
  * <p>Which versions a filter covers, and when it is trusted, is the provider's and the store's business
  * (see {@link PythonStateStoreProvider#keyFilterFor}); this class is only the set. Not synchronized: one task
  * thread adds and asks. A second attempt of the same partition in the same executor may share it; its adds
  * race only with bits the first attempt does not need.
  */
-final class KeyFilter {
+final class KeyFilter implements KeySink {
   static final int FIRST_CAPACITY = 4096;
   private static final int GROWTH = 4;
   private static final int BITS_PER_KEY = 12;
@@ -33,12 +34,14 @@ final class KeyFilter {
   private volatile Segment[] segments;
   private volatile boolean saturated;
   private long added;
-  /** Keys added while the filter was built from a full scan: the store's size then. */
-  private long builtWith;
 
   KeyFilter(long maxKeys) {
+    this(maxKeys, FIRST_CAPACITY);
+  }
+
+  private KeyFilter(long maxKeys, long firstCapacity) {
     this.maxKeys = maxKeys;
-    this.segments = new Segment[] {new Segment(Math.min(FIRST_CAPACITY, Math.max(1, maxKeys)))};
+    this.segments = new Segment[] {new Segment(Math.min(firstCapacity, Math.max(1, maxKeys)))};
   }
 
   /** False only if {@code key} was never added. */
@@ -61,11 +64,15 @@ final class KeyFilter {
   }
 
   /** Adds the {@code len} bytes of {@code data} at {@code off}. */
-  void add(byte[] data, int off, int len) {
+  @Override
+  public void add(byte[] data, int off, int len) {
+    addHash(hash(data, off, len));
+  }
+
+  private void addHash(long h) {
     if (saturated) {
       return;
     }
-    long h = hash(data, off, len);
     Segment[] current = segments;
     for (int i = current.length - 1; i >= 0; i--) {
       if (current[i].mightContain(h)) {
@@ -92,17 +99,65 @@ final class KeyFilter {
     added++;
   }
 
-  /** Marks the keys added so far as the store's contents seen by a full scan (the base for {@link #worn}). */
-  void builtFromScan() {
-    builtWith = added;
+  /**
+   * Collects the hashes of the keys a full scan passes (and of the puts made meanwhile), then builds a
+   * filter of one segment sized for them: twice their number, so the keys of the next batches fit
+   * without a larger segment before the next rebuild. 8 bytes per key while the scan runs.
+   */
+  static final class Builder implements KeySink {
+    private final long maxKeys;
+    private long[] hashes = new long[1024];
+    private int count;
+    private boolean overflow;
+
+    Builder(long maxKeys) {
+      this.maxKeys = maxKeys;
+    }
+
+    @Override
+    public void add(byte[] data, int off, int len) {
+      if (overflow) {
+        return;
+      }
+      if (count >= maxKeys || count == Integer.MAX_VALUE - 8) {
+        overflow = true;
+        hashes = null;
+        return;
+      }
+      if (count == hashes.length) {
+        hashes = java.util.Arrays.copyOf(hashes, (int) Math.min(Integer.MAX_VALUE - 8, 2L * count));
+      }
+      hashes[count++] = hash(data, off, len);
+    }
+
+    /** The filter of every key added; past {@code maxKeys} a saturated one (it answers "maybe"). */
+    KeyFilter build() {
+      KeyFilter filter = new KeyFilter(maxKeys, Math.max(FIRST_CAPACITY, 2L * count));
+      if (overflow) {
+        filter.saturated = true;
+        filter.segments = new Segment[0];
+        return filter;
+      }
+      for (int i = 0; i < count; i++) {
+        filter.addHash(hashes[i]);
+      }
+      hashes = null;
+      return filter;
+    }
   }
 
   /**
-   * Whether the keys taken since the filter was built outnumber the store's size by enough that a rebuild
-   * from the next full scan would answer noticeably more gets: removed keys are never taken out.
+   * Whether the newest segment is three-quarters full, so the next full scan should rebuild the filter
+   * before the keys that churn through it (removed keys are never taken out) make it grow by a segment
+   * four times as large.
    */
   boolean worn() {
-    return !saturated && added > 2 * builtWith + FIRST_CAPACITY;
+    Segment[] current = segments;
+    if (saturated || current.length == 0) {
+      return false;
+    }
+    Segment last = current[current.length - 1];
+    return 4 * last.count >= 3 * last.capacity;
   }
 
   boolean saturated() {

@@ -64,8 +64,8 @@ final class PythonStateStore implements StateStore {
   private Option<String> baseCheckpointId = Option.empty();  // the id of the version it was built on
   /** Holds every key the store can hold; null: ask the worker. */
   private KeyFilter keyFilter;
-  /** Built by a full scan that has not ended yet (with the puts made since it began); trusted when it ends. */
-  private KeyFilter pendingKeyFilter;
+  /** The keys of a full scan that has not ended yet, and of the puts made since it began: the next filter. */
+  private KeyFilter.Builder pendingKeys;
   private long filteredGets;
 
   PythonStateStore(PythonStateStoreProvider provider, WorkerLease lease, int handle, long version, boolean readOnly,
@@ -146,13 +146,13 @@ final class PythonStateStore implements StateStore {
   }
 
   private StateStoreIterator<UnsafeRowPair> scan(byte[] prefix) {
-    KeyFilter feed = null;
+    KeyFilter.Builder feed = null;
     if (prefix.length == 0 && provider.keyFilterMaxKeys() > 0) {
       synchronized (this) {
-        if (pendingKeyFilter == null && (keyFilter == null || keyFilter.worn())) {
-          pendingKeyFilter = new KeyFilter(provider.keyFilterMaxKeys());
+        if (pendingKeys == null && (keyFilter == null || keyFilter.worn())) {
+          pendingKeys = new KeyFilter.Builder(provider.keyFilterMaxKeys());
         }
-        feed = pendingKeyFilter;
+        feed = pendingKeys;
       }
     }
     ScanChunk first;
@@ -183,9 +183,9 @@ final class PythonStateStore implements StateStore {
     private int offset;
     private boolean closed;
     /** A full scan's filter in the making: every key passing by goes in; null for other scans. */
-    private final KeyFilter feed;
+    private final KeyFilter.Builder feed;
 
-    ScanIterator(ScanChunk first, KeyFilter feed) {
+    ScanIterator(ScanChunk first, KeyFilter.Builder feed) {
       this.chunk = first;
       this.feed = feed;
       this.closed = first.done && first.count == 0;
@@ -244,10 +244,9 @@ final class PythonStateStore implements StateStore {
         return;
       }
       synchronized (PythonStateStore.this) {
-        if (feed == pendingKeyFilter) {
-          feed.builtFromScan();
-          keyFilter = feed;
-          pendingKeyFilter = null;
+        if (feed == pendingKeys) {
+          keyFilter = feed.build();
+          pendingKeys = null;
         }
       }
     }
@@ -270,7 +269,7 @@ final class PythonStateStore implements StateStore {
   }
 
   /** A storage key and, in a store with prefix scans, its scan prefix, so prefixScan can ask the filter too. */
-  private void addKey(KeyFilter filter, byte[] data, int off, int len) {
+  private void addKey(KeySink filter, byte[] data, int off, int len) {
     filter.add(data, off, len);
     int prefixLength = codec.scanPrefixLength(data, off);
     if (prefixLength > 0) {
@@ -294,9 +293,9 @@ final class PythonStateStore implements StateStore {
     if (filter != null) {
       addKey(filter, storageKey, 0, storageKey.length);
     }
-    filter = pendingKeyFilter;
-    if (filter != null) {
-      addKey(filter, storageKey, 0, storageKey.length);
+    KeyFilter.Builder pending = pendingKeys;
+    if (pending != null) {
+      addKey(pending, storageKey, 0, storageKey.length);
     }
     try {
       channel().put(handle, storageKey, valueBytes);

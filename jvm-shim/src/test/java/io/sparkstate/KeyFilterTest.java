@@ -79,20 +79,46 @@ public final class KeyFilterTest {
     check(!f.worn(), "a saturated filter is not rebuilt by every scan");
   }
 
-  public static void testWornOnceAddsOutgrowTheScannedSize() {
-    KeyFilter f = new KeyFilter(1_000_000);
-    for (int i = 0; i < 10_000; i++) {
-      f.add(key(i));
+  public static void testAFilterBuiltFromAScanHoldsItsKeysInOneSegmentSizedForTwiceThem() {
+    KeyFilter.Builder builder = new KeyFilter.Builder(1_000_000);
+    for (int i = 0; i < 50_000; i++) {
+      byte[] k = key(i);
+      builder.add(k, 0, k.length);
     }
-    f.builtFromScan();
+    KeyFilter f = builder.build();
+    for (int i = 0; i < 50_000; i++) {
+      check(f.mightContain(key(i)), "scanned key " + i + " reported absent");
+    }
+    equal(100_000L * 12 / 8, f.sizeInBytes(), "bytes: 12 bits for each of twice the scanned keys");
     check(!f.worn(), "fresh from a scan");
-    for (int i = 0; i < 10_000; i++) {
+    for (int i = 0; i < 50_000; i++) {
       f.add(key(i)); // keys already in do not count
     }
     check(!f.worn(), "re-adding the scanned keys");
-    for (int i = 10_000; i < 40_000; i++) {
+    for (int i = 50_000; i < 70_000; i++) {
       f.add(key(i));
     }
-    check(f.worn(), "three times the scanned keys");
+    check(!f.worn(), "70% full");
+    for (int i = 70_000; i < 76_000; i++) {
+      f.add(key(i));
+    }
+    check(f.worn(), "three-quarters full: the next scan rebuilds it");
+    for (int i = 76_000; i < 100_000; i++) {
+      f.add(key(i));
+    }
+    equal(100_000L * 12 / 8, f.sizeInBytes(), "as many new keys as scanned fit without growing");
+    for (int i = 0; i < 100_000; i++) {
+      check(f.mightContain(key(i)), "key " + i + " reported absent");
+    }
+  }
+
+  public static void testABuilderPastMaxKeysBuildsASaturatedFilter() {
+    KeyFilter.Builder builder = new KeyFilter.Builder(100);
+    for (int i = 0; i < 101; i++) {
+      byte[] k = key(i);
+      builder.add(k, 0, k.length);
+    }
+    KeyFilter f = builder.build();
+    check(f.saturated() && f.mightContain(key(123_456)), "saturated: everything may be present");
   }
 }
