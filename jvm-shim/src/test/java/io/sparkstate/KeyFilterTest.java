@@ -14,6 +14,16 @@ public final class KeyFilterTest {
     return ("key-" + i).getBytes(StandardCharsets.UTF_8);
   }
 
+  /** The filter a full scan of keys 0..n-1 builds. */
+  private static KeyFilter scanned(int n, long maxKeys) {
+    KeyFilter.Builder builder = new KeyFilter.Builder(maxKeys);
+    for (int i = 0; i < n; i++) {
+      byte[] k = key(i);
+      builder.add(k, 0, k.length);
+    }
+    return builder.build();
+  }
+
   public static void testEveryAddedKeyIsReportedPresentAcrossGrowth() {
     KeyFilter f = new KeyFilter(1_000_000);
     for (int i = 0; i < 200_000; i++) {
@@ -80,12 +90,7 @@ public final class KeyFilterTest {
   }
 
   public static void testAFilterBuiltFromAScanHoldsItsKeysInOneSegmentSizedForTwiceThem() {
-    KeyFilter.Builder builder = new KeyFilter.Builder(1_000_000);
-    for (int i = 0; i < 50_000; i++) {
-      byte[] k = key(i);
-      builder.add(k, 0, k.length);
-    }
-    KeyFilter f = builder.build();
+    KeyFilter f = scanned(50_000, 1_000_000);
     for (int i = 0; i < 50_000; i++) {
       check(f.mightContain(key(i)), "scanned key " + i + " reported absent");
     }
@@ -113,12 +118,7 @@ public final class KeyFilterTest {
   }
 
   public static void testABuilderPastMaxKeysBuildsASaturatedFilter() {
-    KeyFilter.Builder builder = new KeyFilter.Builder(100);
-    for (int i = 0; i < 101; i++) {
-      byte[] k = key(i);
-      builder.add(k, 0, k.length);
-    }
-    KeyFilter f = builder.build();
+    KeyFilter f = scanned(101, 100);
     check(f.saturated() && f.mightContain(key(123_456)), "saturated: everything may be present");
   }
 }
