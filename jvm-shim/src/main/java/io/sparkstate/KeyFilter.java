@@ -24,7 +24,7 @@ import org.apache.spark.unsafe.Platform;
  * thread adds and asks. A second attempt of the same partition in the same executor may share it; its adds
  * race only with bits the first attempt does not need.
  */
-final class KeyFilter implements KeySink {
+final class KeyFilter {
   static final int FIRST_CAPACITY = 4096;
   private static final int GROWTH = 4;
   private static final int BITS_PER_KEY = 12;
@@ -50,9 +50,12 @@ final class KeyFilter implements KeySink {
     if (saturated) {
       return true;
     }
-    long h = hash(key);
-    for (int i = current.length - 1; i >= 0; i--) { // the newest, largest segment holds most keys
-      if (current[i].mightContain(h)) {
+    return anyContains(current, hash(key));
+  }
+
+  private static boolean anyContains(Segment[] segments, long h) {
+    for (int i = segments.length - 1; i >= 0; i--) { // the newest, largest segment holds most keys
+      if (segments[i].mightContain(h)) {
         return true;
       }
     }
@@ -60,24 +63,17 @@ final class KeyFilter implements KeySink {
   }
 
   void add(byte[] key) {
-    add(key, 0, key.length);
+    addHash(hash(key));
   }
 
-  /** Adds the {@code len} bytes of {@code data} at {@code off}. */
-  @Override
-  public void add(byte[] data, int off, int len) {
-    addHash(hash(data, off, len));
-  }
-
-  private void addHash(long h) {
+  /** Adds the key whose {@link #hash} is {@code h}. */
+  void addHash(long h) {
     if (saturated) {
       return;
     }
     Segment[] current = segments;
-    for (int i = current.length - 1; i >= 0; i--) {
-      if (current[i].mightContain(h)) {
-        return; // in already (or indistinguishable from a key that is): asking again answers "maybe"
-      }
+    if (anyContains(current, h)) {
+      return; // in already (or indistinguishable from a key that is): asking again answers "maybe"
     }
     Segment last = current[current.length - 1];
     if (last.count >= last.capacity) {
@@ -104,7 +100,7 @@ final class KeyFilter implements KeySink {
    * filter of one segment sized for them: twice their number, so the keys of the next batches fit
    * without a larger segment before the next rebuild. 8 bytes per key while the scan runs.
    */
-  static final class Builder implements KeySink {
+  static final class Builder {
     private final long maxKeys;
     private long[] hashes = new long[1024];
     private int count;
@@ -114,8 +110,8 @@ final class KeyFilter implements KeySink {
       this.maxKeys = maxKeys;
     }
 
-    @Override
-    public void add(byte[] data, int off, int len) {
+    /** Takes the key whose {@link KeyFilter#hash} is {@code h}. */
+    void addHash(long h) {
       if (overflow) {
         return;
       }
@@ -127,17 +123,18 @@ final class KeyFilter implements KeySink {
       if (count == hashes.length) {
         hashes = java.util.Arrays.copyOf(hashes, (int) Math.min(Integer.MAX_VALUE - 8, 2L * count));
       }
-      hashes[count++] = hash(data, off, len);
+      hashes[count++] = h;
     }
 
     /** The filter of every key added; past {@code maxKeys} a saturated one (it answers "maybe"). */
     KeyFilter build() {
-      KeyFilter filter = new KeyFilter(maxKeys, Math.max(FIRST_CAPACITY, 2L * count));
       if (overflow) {
+        KeyFilter filter = new KeyFilter(maxKeys, 1);
         filter.saturated = true;
         filter.segments = new Segment[0];
         return filter;
       }
+      KeyFilter filter = new KeyFilter(maxKeys, Math.max(FIRST_CAPACITY, 2L * count));
       for (int i = 0; i < count; i++) {
         filter.addHash(hashes[i]);
       }
@@ -152,11 +149,10 @@ final class KeyFilter implements KeySink {
    * four times as large.
    */
   boolean worn() {
-    Segment[] current = segments;
-    if (saturated || current.length == 0) {
+    if (saturated) {
       return false;
     }
-    Segment last = current[current.length - 1];
+    Segment last = segments[segments.length - 1];
     return 4 * last.count >= 3 * last.capacity;
   }
 

@@ -222,7 +222,7 @@ final class PythonStateStore implements StateStore {
       int klen = chunk.keyLengths[index];
       int vlen = chunk.valueLengths[index];
       if (feed != null) {
-        addKey(feed, chunk.data, offset, klen);
+        addKey(chunk.data, offset, klen, null, feed);
       }
       UnsafeRow key = codec.keyRow(chunk.data, offset, klen);
       UnsafeRow value = codec.valueRow(chunk.data, offset + klen, vlen);
@@ -268,12 +268,25 @@ final class PythonStateStore implements StateStore {
     }
   }
 
-  /** A storage key and, in a store with prefix scans, its scan prefix, so prefixScan can ask the filter too. */
-  private void addKey(KeySink filter, byte[] data, int off, int len) {
-    filter.add(data, off, len);
+  /**
+   * A storage key and, in a store with prefix scans, its scan prefix (so prefixScan can ask the filter
+   * too) into the trusted filter and the one being built, whichever exist; each hashed once.
+   */
+  private void addKey(byte[] data, int off, int len, KeyFilter filter, KeyFilter.Builder pending) {
+    long h = KeyFilter.hash(data, off, len);
     int prefixLength = codec.scanPrefixLength(data, off);
-    if (prefixLength > 0) {
-      filter.add(data, off, prefixLength);
+    long prefixHash = prefixLength > 0 ? KeyFilter.hash(data, off, prefixLength) : 0;
+    if (filter != null) {
+      filter.addHash(h);
+      if (prefixLength > 0) {
+        filter.addHash(prefixHash);
+      }
+    }
+    if (pending != null) {
+      pending.addHash(h);
+      if (prefixLength > 0) {
+        pending.addHash(prefixHash);
+      }
     }
   }
 
@@ -289,13 +302,8 @@ final class PythonStateStore implements StateStore {
     byte[] storageKey = codec.storageKey(key, true);
     byte[] valueBytes = KeyCodec.valueBytes(value);
     wrote = true;
-    KeyFilter filter = keyFilter;
-    if (filter != null) {
-      addKey(filter, storageKey, 0, storageKey.length);
-    }
-    KeyFilter.Builder pending = pendingKeys;
-    if (pending != null) {
-      addKey(pending, storageKey, 0, storageKey.length);
+    if (keyFilter != null || pendingKeys != null) {
+      addKey(storageKey, 0, storageKey.length, keyFilter, pendingKeys);
     }
     try {
       channel().put(handle, storageKey, valueBytes);
