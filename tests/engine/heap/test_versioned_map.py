@@ -1,4 +1,9 @@
 """VersionedMap: copy-on-write views, rollback, prefix index, accounting; on both live layouts."""
+import gc
+import random
+import tracemalloc
+
+import pyarrow as pa
 import pytest
 
 from sparkstate.config import HEAP_LAYOUTS
@@ -23,7 +28,7 @@ def view_dict(m: VersionedMap, view, prefix=b"") -> dict:
     keys, values = m.view_columns(view, prefix)
     out = dict(zip(keys.to_pylist(), values.to_pylist()))
     assert list(out) == sorted(out) and len(out) == len(keys)  # sorted, no key twice
-    universe = set(m._live.keys()) | {k for v in m._chain for k in v.before}
+    universe = set(m._live.keys()) | {k for v in m._chain for k in v.before.keys()}
     assert out == point_reads(m, view, (k for k in universe if k.startswith(prefix)))
     if m.indexes_prefix(prefix):
         assert out == point_reads(m, view, m.view_keys(view, prefix))
@@ -33,9 +38,9 @@ def view_dict(m: VersionedMap, view, prefix=b"") -> dict:
 def test_freeze_is_o1_and_views_never_see_later_writes(layout):
     m = VersionedMap({b"a": b"1", b"b": b"2"}, prefix_index=False, layout=layout)
     v1 = m.freeze(1)
-    assert v1.before == {}  # nothing copied at freeze
+    assert not v1.before  # nothing copied at freeze
     m.apply([(b"a", b"10"), (b"c", b"3"), (b"b", None), (b"a", b"11")])
-    assert v1.before == {b"a": b"1", b"c": ABSENT, b"b": b"2"}  # first write of each key only
+    assert v1.before.first_values() == {b"a": b"1", b"c": ABSENT, b"b": b"2"}  # first write of each key
     v2 = m.freeze(2)
     m.apply([(b"c", None), (b"d", b"4")])
     assert view_dict(m, v1) == {b"a": b"1", b"b": b"2"}
@@ -127,15 +132,39 @@ def test_view_batches_equal_reading_the_view_row_by_row(layout, value_format):
         assert view_batches_dict(m, view) == view_dict(m, view)
 
 
-def test_memory_estimate_counts_the_old_values_images_hold(layout):
-    m = VersionedMap({b"a": b"x" * 100, b"b": b"y" * 50}, prefix_index=False, layout=layout)
-    m.freeze(1)
-    before = m.memory_used_bytes()
-    m.apply([(b"a", b"z" * 100), (b"c", b"n")])  # image: a -> 100-byte old value, c -> ABSENT
-    grown = m.memory_used_bytes() - before
-    from sparkstate.engine.heap.live_table import BYTES_OBJECT_OVERHEAD, DICT_ENTRY_BYTES, new_live_table
-    table = new_live_table(layout, {b"a": b"z" * 100, b"b": b"y" * 50})
-    live_before = table.memory_bytes()
-    table.put(b"c", b"n")
-    new_key = table.memory_bytes() - live_before
-    assert grown == new_key + 2 * DICT_ENTRY_BYTES + 100 + BYTES_OBJECT_OVERHEAD
+def _traced(build):
+    """(the result of build(), bytes it left allocated): Python's heap by tracemalloc, Arrow's pool by
+    its own count."""
+    pa.array([b"x"], pa.binary())  # Arrow's first use allocates for good; not the images'
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0] + pa.total_allocated_bytes()
+        out = build()
+        gc.collect()
+        return out, tracemalloc.get_traced_memory()[0] + pa.total_allocated_bytes() - start
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("reader_view", [False, True], ids=["version-log", "cursor-dict"])
+def test_memory_estimate_matches_what_the_map_allocates(layout, reader_view):
+    rnd = random.Random(3)
+    keys = [rnd.randbytes(26) for _ in range(12_000)]
+    values = [rnd.randbytes(16) for _ in keys]
+
+    def build():
+        # fresh key and value objects, as the worker decodes them: a state of 6,000 keys, then half
+        # of it removed and as many new keys written after a view
+        m = VersionedMap({bytes(bytearray(k)): bytes(bytearray(v)) for k, v in zip(keys[:6_000], values)},
+                         prefix_index=False, layout=layout)
+        view = m.freeze(None if reader_view else 1, pin=reader_view)
+        m.apply([(bytes(bytearray(k)), None) for k in keys[:3_000]]
+                + [(bytes(bytearray(k)), bytes(bytearray(v))) for k, v in zip(keys[6_000:9_000], values)])
+        if not reader_view:
+            m.freeze(2)  # seals version 1's log
+        return m, view
+    (m, view), allocated = _traced(build)
+    assert view.before.is_log is not reader_view and len(view.before) == 6_000
+    estimated = m.memory_used_bytes()
+    assert 0.85 * allocated <= estimated <= 1.15 * allocated, (estimated, allocated)

@@ -2,16 +2,17 @@
 
 Layout: one live table (the working contents, a LiveTable: packed or dict, see live_table) plus a
 *chain* of views in the order they were frozen.
-Each view has a *before image*: for every key first written after that view was frozen and before the
-next view was, the value it had at the view (or ABSENT). Reading key k through view i walks the before
+Each view has a *before image* (before_image.py): for every key first written after that view was frozen
+and before the next view was, the value it had at the view (or ABSENT). Reading key k through view i walks the before
 images of views i, i+1, ..., newest and takes the first hit; with no hit, k is unchanged since view i and
 the live table answers. So:
 
-- freezing a view is appending an empty dict to the chain: O(1), independent of the state size;
-- a write copies the old value into the newest view's image on the first write of that key (copy on
-  write; values are immutable bytes, so "copy" is a reference, never a deep copy);
-- dropping view i merges its image into view i-1's (`setdefault`: the older image wins), O(|image|);
-  dropping the oldest view is O(1) (its image is freed later, by `take_garbage`);
+- freezing a view is appending an empty image to the chain, and sealing the pending entries of the
+  images of versions (at most LOG_CHUNK_ROWS): independent of the state size and of the keys written;
+- a write hands the old value to the newest view's image (copy on write; values are immutable bytes, so
+  "copy" is a reference, never a deep copy); committed versions keep their images as compact logs;
+- dropping view i merges its image into view i-1's (the older image wins); dropping the oldest view
+  frees a log image at once (a few Arrow buffers) and a dict image later, by `take_garbage`;
 - rolling the live table back to view i applies the images newest-first, O(keys changed since i).
 
 Views are either committed versions (the backend keeps the newest few) or pinned readers: a cursor
@@ -32,18 +33,11 @@ from typing import Callable, Iterator, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .before_image import ABSENT, BeforeImage
 from .live_table import BYTES_OBJECT_OVERHEAD, DICT_ENTRY_BYTES, DictTable, LiveTable, new_live_table
 from .packed_table import PackedTable
 
-
-class _Absent:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "ABSENT"
-
-
-ABSENT = _Absent()  # "no such key at this view" in a before image (a tombstone)
+__all__ = ["ABSENT", "VersionedMap", "View", "scan_prefix_length"]
 
 
 class View:
@@ -53,7 +47,8 @@ class View:
 
     def __init__(self, version: int | None) -> None:
         self.version = version
-        self.before: dict[bytes, object] = {}
+        # Versions' images are logs; a reader view's image is read by key while the task writes: a dict.
+        self.before = BeforeImage(lookups=version is None)
         self.pins = 0
         self.retired = False  # no longer wanted; dropped as soon as nobody pins it
         self.chain = None  # the Chain of files of this version (set by the backend once durable)
@@ -68,6 +63,7 @@ def _set_entry_bytes() -> int:
 
 
 SET_ENTRY_BYTES = _set_entry_bytes()
+_UNWRITTEN = object()  # a key an image does not hold
 
 
 def scan_prefix_length(key: bytes) -> int | None:
@@ -85,7 +81,7 @@ class VersionedMap:
         # The live value of a key: the table's own get (the table is never replaced), the per-row read.
         self.get: Callable[[bytes], bytes | None] = self._live.get
         self._chain: list[View] = []
-        self._garbage: list[dict] = []  # images of dropped views, freed by take_garbage
+        self._garbage: list[BeforeImage] = []  # dict images of dropped views, freed by take_garbage
         self._lock = threading.Lock()
         self._index: dict[bytes, set[bytes]] | None = None
         if prefix_index:
@@ -120,16 +116,18 @@ class VersionedMap:
     def apply(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         put, remove, index = self._live.put, self._live.remove, self._index
         with self._lock:
-            image = self._chain[-1].before if self._chain else None
+            olds = []
+            keep = olds.append
             for k, v in records:
-                old = remove(k, ABSENT) if v is None else put(k, v, ABSENT)
-                if image is not None and k not in image:
-                    image[k] = old
+                old = remove(k, None) if v is None else put(k, v, None)  # None: the key had no value
+                keep(old)
                 if index is not None:
-                    if v is None and old is not ABSENT:
+                    if v is None and old is not None:
                         self._index_remove(k)
-                    elif v is not None and old is ABSENT:
+                    elif v is not None and old is None:
                         self._index_add(k)
+            if self._chain:
+                self._chain[-1].before.record([k for k, _ in records], olds)
 
     # ---- views ---------------------------------------------------------------------------------
     def freeze(self, version: int | None, pin: bool = False) -> View:
@@ -137,6 +135,9 @@ class VersionedMap:
         view = View(version)
         view.pins = 1 if pin else 0
         with self._lock:
+            if version is not None:
+                for older in self._chain:
+                    older.before.seal()
             self._chain.append(view)
         return view
 
@@ -163,14 +164,12 @@ class VersionedMap:
         except StopIteration:
             return
         if i > 0:
-            older = self._chain[i - 1].before
-            for k, v in view.before.items():
-                older.setdefault(k, v)
-        elif view.before:
-            # Dropping the oldest view frees its image: O(keys in it). Defer that to `take_garbage`
-            # (the next write batch), so a commit that evicts an old version stays O(1).
+            self._chain[i - 1].before.absorb_newer(view.before)
+        elif view.before and not view.before.is_log:
+            # Freeing a dict image is O(keys in it). Defer that to `take_garbage` (the next write
+            # batch), so a commit that evicts an old version stays O(1). A log is a few Arrow buffers.
             self._garbage.append(view.before)
-            view.before = {}
+        view.before = BeforeImage()
         del self._chain[i]
 
     def take_garbage(self) -> None:
@@ -190,7 +189,7 @@ class VersionedMap:
                 return n
         raise KeyError(f"{view!r} is not in the chain")
 
-    def _images_from(self, view: View) -> list[dict[bytes, object]]:
+    def _images_from(self, view: View) -> list[BeforeImage]:
         return [v.before for v in self._chain[self._position(view):]]
 
     def changes_since(self, view: View) -> list[tuple[bytes, bytes | None]]:
@@ -200,7 +199,7 @@ class VersionedMap:
             old: dict[bytes, object] = {}
             for image in self._images_from(view):
                 for k, v in image.items():
-                    old.setdefault(k, v)
+                    old.setdefault(k, v)  # the oldest image, and a log's first entry, wins
             out = []
             for k, before in old.items():
                 now = live.get(k, ABSENT)
@@ -217,7 +216,7 @@ class VersionedMap:
         with self._lock:
             i = self._position(view)
             for later in reversed(self._chain[i:]):
-                for k, before in later.before.items():
+                for k, before in later.before.newest_first():
                     if before is ABSENT:
                         now = live.remove(k, ABSENT)
                         if now is not ABSENT and index is not None:
@@ -241,7 +240,7 @@ class VersionedMap:
             raise ValueError("view_keys needs an indexed scan prefix; scan other views with view_columns")
         with self._lock:
             base = list(self._index.get(prefix, ()))  # type: ignore[union-attr]
-            extra = [k for image in self._images_from(view) for k in image if k.startswith(prefix)]
+            extra = [k for image in self._images_from(view) for k in image.keys() if k.startswith(prefix)]
         if extra:
             seen = set(base)
             base += [k for k in dict.fromkeys(extra) if k not in seen]
@@ -275,7 +274,7 @@ class VersionedMap:
         with self._lock:
             frozen = self._live.copy()
             for image in reversed(self._images_from(view)):  # the oldest image holding a key wins
-                at_view.update(image)
+                at_view.update(image.first_values())
         changed = pa.array(list(at_view), pa.binary()) if at_view else None
         for keys, values in frozen.arrow_batches(rows):
             if changed is not None:
@@ -303,8 +302,8 @@ class VersionedMap:
                 k = keys[pos]
                 pos += 1
                 for image in images:
-                    if k in image:
-                        v = image[k]
+                    v = image.get(k, _UNWRITTEN)
+                    if v is not _UNWRITTEN:
                         break
                 else:
                     v = live.get(k, ABSENT)
@@ -315,16 +314,14 @@ class VersionedMap:
 
     # ---- accounting ------------------------------------------------------------------------------
     def memory_used_bytes(self) -> int:
-        """Estimate: the live table's own (see its `memory_bytes`), plus per-object overheads measured at
-        import (sys.getsizeof) for the before images (their old values are kept alive only by them;
-        including dropped ones not yet freed) and the prefix index."""
+        """Estimate: the live table's own (see its `memory_bytes`), the before images' (see theirs;
+        including dropped ones not yet freed) and the prefix index's, from per-object overheads measured
+        at import (sys.getsizeof)."""
         with self._lock:
             n = len(self._live)
             total = self._live.memory_bytes()
             for image in [view.before for view in self._chain] + self._garbage:
-                total += len(image) * DICT_ENTRY_BYTES
-                total += sum(len(v) + BYTES_OBJECT_OVERHEAD for v in image.values()  # type: ignore[arg-type]
-                             if v is not ABSENT)
+                total += image.memory_bytes()
             if self._index is not None:
                 total += n * SET_ENTRY_BYTES + len(self._index) * (DICT_ENTRY_BYTES + 2 * BYTES_OBJECT_OVERHEAD + 64)
             return total
