@@ -79,14 +79,13 @@ class BeforeImage:
         self._rows += len(keys)
         if len(self._keys) >= LOG_CHUNK_ROWS:
             self.seal()
+            if self._rows >= self._compact_at:  # amortized over the writes, never at a commit's seal
+                self._compact()
 
     def seal(self) -> None:
         """Turn pending log entries into Arrow columns (O(pending), at most LOG_CHUNK_ROWS at a time)."""
-        if self._dict is not None or not self._keys:
-            return
-        self._flush_pending()
-        if self._rows >= self._compact_at:
-            self._compact()
+        if self._dict is None:
+            self._flush_pending()
 
     def _flush_pending(self) -> None:
         if self._keys:
@@ -94,14 +93,21 @@ class BeforeImage:
             self._keys, self._olds = [], []
 
     def _compact(self) -> None:
-        keys, olds = self._columns()
-        first = pc.index_in(pc.unique(keys), value_set=keys)  # each key's first entry, in first-write order
-        self._chunks = [(keys.take(first), olds.take(first))]
-        self._rows = len(first)
+        keys, olds = self._first_entries()
+        self._chunks = [(keys, olds)]
+        self._rows = len(keys)
         self._compact_at = max(4 * LOG_CHUNK_ROWS, 2 * self._rows)
+
+    def _first_entries(self) -> tuple[pa.BinaryArray, pa.BinaryArray]:
+        """Each key's first log entry, in first-write order (Arrow's hash kernels; no Python per entry)."""
+        keys, olds = self._columns()
+        first = pc.index_in(pc.unique(keys), value_set=keys)
+        return keys.take(first), olds.take(first)
 
     def absorb_newer(self, newer: BeforeImage) -> None:
         """Take in the image of a newer view being dropped: this image's values win (they are older)."""
+        if not newer:
+            return
         if self._dict is not None:
             d = self._dict
             for k, v in newer.first_values().items():
@@ -154,10 +160,8 @@ class BeforeImage:
         """key -> its value at the view (ABSENT: none)."""
         if self._dict is not None:
             return dict(self._dict)
-        out: dict[bytes, object] = {}
-        for k, v in self.items():
-            out.setdefault(k, v)
-        return out
+        keys, olds = self._first_entries()
+        return dict(zip(keys.to_pylist(), [ABSENT if o is None else o for o in olds.to_pylist()]))
 
     def _columns(self) -> tuple[pa.BinaryArray, pa.BinaryArray]:
         self._flush_pending()
