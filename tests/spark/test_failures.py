@@ -70,9 +70,18 @@ def _counting_fn_that_kills_the_state_workers(marker_dir: str):
         import os as _os
         import signal as _signal
 
+        def claimed() -> bool:
+            """Only one call kills and records: two tasks run this at once, and the second would
+            find no worker left and record an empty list over the first one's."""
+            try:
+                _os.close(_os.open(_os.path.join(marker_dir, "claim"), _os.O_CREAT | _os.O_EXCL | _os.O_WRONLY))
+                return True
+            except FileExistsError:
+                return False
+
         armed = _os.path.exists(_os.path.join(marker_dir, "arm"))
         marker = _os.path.join(marker_dir, "killed")
-        if armed and not _os.path.exists(marker):
+        if armed and not _os.path.exists(marker) and claimed():
             def ppid(pid):
                 with open(f"/proc/{pid}/stat") as f:
                     return int(f.read().rsplit(")", 1)[1].split()[1])
