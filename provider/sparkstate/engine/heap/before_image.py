@@ -34,6 +34,7 @@ class _Absent:
 ABSENT = _Absent()  # "no such key at this view" (a tombstone)
 
 LOG_CHUNK_ROWS = 4096  # pending log entries turned into Arrow columns at once
+_MIN_COMPACT_ROWS = 4 * LOG_CHUNK_ROWS  # a log is compacted once it has at least this many entries
 _LIST_SLOT = 8
 _CHUNK_OVERHEAD = 512  # two Arrow arrays and their buffers' Python and C headers, roughly
 
@@ -52,7 +53,7 @@ class BeforeImage:
         self._olds: list[bytes | None] = []
         self._chunks: list[tuple[pa.BinaryArray, pa.BinaryArray]] = []  # sealed log entries, in order
         self._rows = 0                                 # log entries, pending and sealed
-        self._compact_at = 4 * LOG_CHUNK_ROWS
+        self._compact_at = _MIN_COMPACT_ROWS
 
     @property
     def is_log(self) -> bool:
@@ -84,10 +85,6 @@ class BeforeImage:
 
     def seal(self) -> None:
         """Turn pending log entries into Arrow columns (O(pending), at most LOG_CHUNK_ROWS at a time)."""
-        if self._dict is None:
-            self._flush_pending()
-
-    def _flush_pending(self) -> None:
         if self._keys:
             self._chunks.append((pa.array(self._keys, pa.binary()), pa.array(self._olds, pa.binary())))
             self._keys, self._olds = [], []
@@ -96,7 +93,7 @@ class BeforeImage:
         keys, olds = self._first_entries()
         self._chunks = [(keys, olds)]
         self._rows = len(keys)
-        self._compact_at = max(4 * LOG_CHUNK_ROWS, 2 * self._rows)
+        self._compact_at = max(_MIN_COMPACT_ROWS, 2 * self._rows)
 
     def _first_entries(self) -> tuple[pa.BinaryArray, pa.BinaryArray]:
         """Each key's first log entry, in first-write order (Arrow's hash kernels; no Python per entry)."""
@@ -130,8 +127,9 @@ class BeforeImage:
     def get(self, key: bytes, default: object = None) -> object:
         """The key's value at the view (ABSENT: it had none), or `default` if it was not written."""
         if self._dict is None:
-            self._dict = self.first_values()  # a point read of a log: a dict from now on
-            self._keys, self._olds, self._chunks, self._rows = [], [], [], 0
+            first = self.first_values()  # a point read of a log: a dict from now on
+            self.clear()
+            self._dict = first
         return self._dict.get(key, default)
 
     def items(self) -> Iterator[tuple[bytes, object]]:
@@ -164,7 +162,7 @@ class BeforeImage:
         return dict(zip(keys.to_pylist(), [ABSENT if o is None else o for o in olds.to_pylist()]))
 
     def _columns(self) -> tuple[pa.BinaryArray, pa.BinaryArray]:
-        self._flush_pending()
+        self.seal()
         if not self._chunks:
             empty = pa.array([], pa.binary())
             return empty, empty

@@ -164,12 +164,14 @@ class VersionedMap:
         except StopIteration:
             return
         if i > 0:
-            self._chain[i - 1].before.absorb_newer(view.before)
+            self._chain[i - 1].before.absorb_newer(view.before)  # empties view.before
         elif view.before and not view.before.is_log:
             # Freeing a dict image is O(keys in it). Defer that to `take_garbage` (the next write
-            # batch), so a commit that evicts an old version stays O(1). A log is a few Arrow buffers.
+            # batch), so a commit that evicts an old version stays O(1).
             self._garbage.append(view.before)
-        view.before = BeforeImage()
+            view.before = BeforeImage(lookups=True)
+        else:
+            view.before.clear()  # a log is a few Arrow buffers
         del self._chain[i]
 
     def take_garbage(self) -> None:

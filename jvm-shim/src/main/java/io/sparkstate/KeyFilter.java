@@ -82,8 +82,7 @@ final class KeyFilter {
         total += s.capacity;
       }
       if (total >= maxKeys) {
-        saturated = true;
-        segments = new Segment[0]; // the memory goes; every answer is "maybe" from here on
+        saturate();
         return;
       }
       Segment[] grown = java.util.Arrays.copyOf(current, current.length + 1);
@@ -93,6 +92,12 @@ final class KeyFilter {
     }
     last.add(h);
     added++;
+  }
+
+  /** Frees the bits: every answer is "maybe" from here on. */
+  private void saturate() {
+    saturated = true;
+    segments = new Segment[0];
   }
 
   /**
@@ -130,8 +135,7 @@ final class KeyFilter {
     KeyFilter build() {
       if (overflow) {
         KeyFilter filter = new KeyFilter(maxKeys, 1);
-        filter.saturated = true;
-        filter.segments = new Segment[0];
+        filter.saturate();
         return filter;
       }
       KeyFilter filter = new KeyFilter(maxKeys, Math.max(FIRST_CAPACITY, 2L * count));
