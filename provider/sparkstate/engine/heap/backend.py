@@ -173,12 +173,18 @@ class HeapBackend(Backend):
             self._map.retire(self._committed.pop(oldest))
 
     # ---- snapshot (commit) -----------------------------------------------------------------------
+    @staticmethod
+    def _rebased(chain: Chain, version: int, done: BackgroundResult | None) -> Chain | None:
+        """`chain` (of `version`) on the full snapshot the runner finished, if that snapshot stands for
+        a prefix of it."""
+        if done is None:
+            return None
+        o = done.outcome
+        return chain.rebased(version, o.version, o.ref, o.replaces)
+
     def _base_chain(self, done: BackgroundResult | None) -> Chain:
         """The head's chain, rebased on the full snapshot the runner finished if it stands for a prefix."""
-        chain = self._head.chain
-        if done is None or not done.outcome.replaces <= chain.remote_names():
-            return chain
-        return chain.rebased(done.outcome.version, done.outcome.ref)
+        return self._rebased(self._head.chain, self._head.version, done) or self._head.chain  # type: ignore[arg-type]
 
     def prepare_snapshot(self, version: int) -> SnapshotResources:
         self._check_open()
@@ -207,7 +213,7 @@ class HeapBackend(Backend):
             raise
         done = self._runner.peek_result()
         if done is not None and (done.outcome.ref in chain.refs  # used: the new chain starts with it
-                                 or not done.outcome.replaces <= chain.remote_names()):  # of an abandoned version
+                                 or self._rebased(chain, resources.version, done) is None):  # of another lineage
             self._runner.take_result()
         self._foreign = False
         view = resources.new_view

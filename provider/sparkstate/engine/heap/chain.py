@@ -32,9 +32,21 @@ class Chain:
     def with_delta(self, version: int, ref: SharedFileRef) -> "Chain":
         return Chain(self.full, self.full_version, self.deltas + ((version, ref),))
 
-    def rebased(self, full_version: int, full: SharedFileRef) -> "Chain":
-        """This chain with everything up to `full_version` replaced by the full snapshot of that version."""
-        return Chain(full, full_version, tuple((v, r) for v, r in self.deltas if v > full_version))
+    def rebased(self, version: int, full_version: int, full: SharedFileRef,
+                replaces: frozenset[str]) -> "Chain | None":
+        """This chain (of `version`) with the files a full snapshot of `full_version` stands for
+        (`replaces`: the remote names of that version's chain) swapped for it; None if the snapshot is not
+        of a prefix of this chain. That happens when the store went back to an older version and
+        committed again after the snapshot's version was pinned: the same version numbers then name
+        other files, and a snapshot newer than this chain would leave its deltas out of order."""
+        if full_version > version or not replaces <= self.remote_names():
+            return None
+        if self.full is not None and self.full.remote not in replaces:
+            return None
+        kept = tuple((v, r) for v, r in self.deltas if r.remote not in replaces)
+        if any(v <= full_version for v, _ in kept):
+            return None
+        return Chain(full, full_version, kept)
 
     @classmethod
     def of(cls, manifest: Manifest, source: str) -> "Chain":
