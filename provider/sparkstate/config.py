@@ -174,6 +174,14 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "source read. Its cost follows the keys written, not the state: about as many bytes per "
                 "commit as the new SSTs of an update-heavy batch (docs/benchmarks.md). The heap backend's "
                 "deltas serve both without it.", "true, false"),
+    Declaration("rocksdb.flushEveryVersions", "rocksdb_flush_every", 1, _int_at_least(1),
+                "RocksDB backend: flush the memtables and upload new SST files at every this many commits "
+                "(1: every commit). A commit in between makes only its change log durable, as "
+                "rocksdb.changeLog writes it (so above 1 every version keeps one for the change feed), and "
+                "opening such a version replays the change logs since the last flush. Fewer flushes mean "
+                "fewer level-0 files for RocksDB to merge into the state and a commit without a flush, for "
+                "a memtable that holds more versions (docs/benchmarks.md has the trade-off).",
+                "an integer >= 1"),
     Declaration("heap.snapshotEveryVersions", "heap_snapshot_every", 10, _int_at_least(1),
                 "Heap backend: write a full snapshot (in the background) once this many deltas follow the "
                 "last one; every commit writes its delta synchronously.", "an integer >= 1"),
@@ -237,6 +245,7 @@ class Settings:
     rocksdb_bloom_bits: int = 10
     rocksdb_compression: str = "lz4"
     rocksdb_change_log: bool = False
+    rocksdb_flush_every: int = 1
     heap_snapshot_every: int = 10
     heap_max_versions_in_memory: int = 2
     heap_compression: str = "lz4"

@@ -9,7 +9,12 @@ from sparkstate.engine import Store, StoreSpec
 from sparkstate.keygroups import storage_key
 
 
+# Variants of a backend under their own name: "rocksdb-logged" commits two versions in three as change logs.
+VARIANT_SETTINGS = {"rocksdb-logged": {"backend": "rocksdb", "rocksdb_flush_every": 3}}
+
+
 def make_spec(checkpoint: str, instance_id: str = "inst-1", retain: int = 100, **settings) -> StoreSpec:
+    settings = {**settings, **VARIANT_SETTINGS.get(settings.get("backend"), {})}
     return StoreSpec(checkpoint_location=checkpoint, operator_id=0, partition_id=1, store_name="default",
                      instance_id=instance_id, query_run_id="run-1", key_schema_json="{}", value_schema_json="{}",
                      num_cols_prefix_key=0, num_partitions=4, min_versions_to_retain=retain,
@@ -17,12 +22,12 @@ def make_spec(checkpoint: str, instance_id: str = "inst-1", retain: int = 100, *
                                                   **settings))
 
 
-BACKENDS = ("rocksdb", "heap")
+BACKENDS = ("rocksdb", "heap", "rocksdb-logged")
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request) -> str:
-    """The backend under test; a backend-specific test overrides it with
+    """The backend (or variant) under test; a backend-specific test overrides it with
     `@pytest.mark.parametrize("backend", ["rocksdb"])`."""
     return request.param
 
@@ -42,7 +47,7 @@ def new_store(tmp_path, backend):
         stores.append(s)
         return s
     make.checkpoint_dir = tmp_path / "ckpt" / "state" / "0" / "1" / "sparkstate"
-    make.backend = backend
+    make.backend = VARIANT_SETTINGS.get(backend, {}).get("backend", backend)
     yield make
     for s in stores:
         s.close()

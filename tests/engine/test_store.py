@@ -82,6 +82,7 @@ def test_commit_then_reload_in_fresh_instance(new_store):
     assert contents(fresh) == dict(kv(i) for i in range(500))
 
 
+@pytest.mark.parametrize("backend", ["rocksdb", "heap"])  # rocksdb-logged: tests/engine/rocksdb/test_logged.py
 def test_incremental_commit_uploads_only_new_files(new_store):
     s = new_store()
     s.load(0)
@@ -205,6 +206,7 @@ def test_open_cursor_closed_by_release_and_reopen_works(new_store, tmp_path):
     other = new_store()  # same instance id and local dir, as another worker would
     assert other.load(1).source == "checkpoint"
     assert contents(other) == {b"a": b"1", b"b": b"2"}
+    other.close()  # before `s` closes: closing an instance removes its local directory
 
 
 def test_corrupt_sst_in_checkpoint(new_store):

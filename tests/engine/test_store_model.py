@@ -135,6 +135,17 @@ TestStoreModel.settings = settings(max_examples=25, stateful_step_count=25, dead
                                    suppress_health_check=[HealthCheck.too_slow])
 
 
+class RocksDBLoggedStoreModel(StoreModel):
+    """The same model on the RocksDB backend flushing every third commit: the versions between are change
+    logs on an older SST set, which restores, aborts (rewind) and new instances replay."""
+
+    SETTINGS = {"backend": "rocksdb", "rocksdb_flush_every": 3}
+
+
+TestRocksDBLoggedStoreModel = RocksDBLoggedStoreModel.TestCase
+TestRocksDBLoggedStoreModel.settings = TestStoreModel.settings
+
+
 class HeapStoreModel(StoreModel):
     """The same model on the heap backend, with a background full snapshot due after every delta, so
     snapshots are written while later batches write, commit, abort and reload older versions."""

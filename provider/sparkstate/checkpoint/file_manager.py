@@ -340,18 +340,23 @@ class CheckpointFileManager:
     def add_to_cache(cache_dir: str, local_dir: str, refs: Sequence[SharedFileRef]) -> None:
         """Hard-link just uploaded files (`local_dir/<ref.local>`) into the cache, so a later restore needs
         no download. Best effort: the version is durable already, a missing entry is only downloaded."""
-        os.makedirs(cache_dir, exist_ok=True)
         for ref in refs:
-            target = os.path.join(cache_dir, ref.remote)
+            CheckpointFileManager.cache_file(cache_dir, os.path.join(local_dir, ref.local), ref.remote)
+
+    @staticmethod
+    def cache_file(cache_dir: str, path: str, remote: str) -> None:
+        """Hard-link (else copy) a local file that is remote file `remote` into the cache; best effort."""
+        target = os.path.join(cache_dir, remote)
+        try:
+            os.makedirs(cache_dir, exist_ok=True)
+            os.link(path, target)
+        except FileExistsError:
+            pass
+        except OSError:
             try:
-                os.link(os.path.join(local_dir, ref.local), target)
-            except FileExistsError:
-                pass
+                shutil.copyfile(path, target)
             except OSError:
-                try:
-                    shutil.copyfile(os.path.join(local_dir, ref.local), target)
-                except OSError:
-                    pass
+                pass
 
     @staticmethod
     def prune_cache(cache_dir: str, keep_remote_names: Iterable[str]) -> None:
@@ -529,8 +534,10 @@ class NewFile:
     def close(self) -> None:
         self.closed = True  # the file itself is closed by finish or discard
 
-    def finish(self) -> SharedFileRef:
-        """Make the file durable (fsync; upload when staged); its reference, for a manifest to name."""
+    def finish(self, cache_dir: str | None = None) -> SharedFileRef:
+        """Make the file durable (fsync; upload when staged); its reference, for a manifest to name. With
+        `cache_dir`, the local copy is kept there under its remote name, as a download would have put it
+        (best effort: a missing entry is only downloaded)."""
         self._ended = True
         try:
             self._file.flush()
@@ -542,8 +549,12 @@ class NewFile:
         if self._staged is not None:
             try:
                 self._fm.fileio.upload_file(self._staged, self._target)
+                if cache_dir is not None:
+                    self._fm.cache_file(cache_dir, self._staged, self.remote)
             finally:
                 _remove_local(self._staged)
+        elif cache_dir is not None:
+            self._fm.cache_file(cache_dir, self._file.name, self.remote)  # written in place: a local path
         return SharedFileRef(remote=self.remote, local=self.local, size=self.size, crc32=self.crc)
 
     def discard(self) -> None:

@@ -40,10 +40,11 @@ class DeltaJournal:
     def append(self, records) -> None:
         self._writer.append(records)
 
-    def finish(self) -> SharedFileRef:
-        """Make the delta durable; returns its reference (not yet in any manifest)."""
+    def finish(self, cache_dir: str | None = None) -> SharedFileRef:
+        """Make the delta durable; returns its reference (not yet in any manifest). With `cache_dir`, a
+        local copy is kept there (NewFile.finish)."""
         self._writer.finish()
-        return self._file.finish()
+        return self._file.finish(cache_dir)
 
     def discard(self) -> None:
         """Delete an unfinished journal (abort, rewind, close): no manifest can reference it."""

@@ -8,10 +8,14 @@ existed. `get` remembers the answer (`_known`), which covers the usual get-then-
 operators at no extra cost; the remaining keys of a batch are looked up with one multi-get. The map
 lives for one micro-batch (cleared at commit) and is bounded by KNOWN_KEYS_LIMIT within one.
 
-Change log (`rocksdb.changeLog`): the writes since the committed version are also appended to a journal
-(engine/journal.py), finished and listed in the manifest at commit as the version's `changeLog`, for
-Spark's change feed and snapshot replay. Its cost follows the keys written. Writes the journal cannot
-hold (an append failed, or a bulk load filled the database) mark the version's changes as not kept.
+Change log: the writes since the committed version are also appended to a journal (engine/journal.py),
+finished and listed in the manifest at commit as the version's `changeLog`. It serves Spark's change feed
+and snapshot replay (`rocksdb.changeLog`), and it is what a commit between two flushes makes durable
+(`rocksdb.flushEveryVersions` > 1): such a version is the last flushed SST set plus the change logs since,
+replayed into the memtable when the version is opened (snapshot.py). Not flushing every commit saves the
+rewrites of level-0 files that a flush per micro-batch causes on a large state. Writes the journal cannot
+hold (an append failed, or a bulk load filled the database) mark the version's changes as not kept; such
+a version is flushed.
 """
 from __future__ import annotations
 
@@ -27,13 +31,18 @@ from ..backend import Backend, BackendContext, Cursor, SnapshotOutcome, Snapshot
 from ..journal import DeltaJournal
 from .cursor import RocksDBCursor
 from .options import make_options
-from .restore import choose_restore
-from .snapshot import SstSnapshotResources, drop_checkpoint, take_checkpoint, upload_checkpoint
+from .restore import RestoredDir, choose_restore
+from .snapshot import (CommittedFiles, SstSnapshotResources, drop_checkpoint, take_checkpoint, take_logged,
+                       upload_checkpoint)
 
 log = logging.getLogger(__name__)
 
 # Bound on remembered key existence: enough for a big micro-batch of get-then-put, small in memory.
 KNOWN_KEYS_LIMIT = 200_000
+# Between flushes (rocksdb.flushEveryVersions), a commit flushes anyway once the change logs since the last
+# flush hold this share of its SST files' bytes: opening a version then replays at most about half the
+# state's bytes, and the first commit of a store (no SST files yet) always flushes.
+LOG_SHARE_BEFORE_FLUSH = 0.5
 
 
 class RocksDBBackend(Backend):
@@ -41,30 +50,48 @@ class RocksDBBackend(Backend):
 
     `base` is the manifest of the committed version the database started from (restored, or last
     committed; None: the empty version 0). `rewind` to that version rebuilds the database from it and the
-    local cache, without reading the checkpoint: an abort (a cancelled task, a failed batch) costs a
-    database reopen, not a restore."""
+    local cache: an abort (a cancelled task, a failed batch) costs a database reopen and the replay of
+    its change logs, not a download."""
 
-    def __init__(self, ctx: BackendContext, db_dir: str, lineage: dict[str, SharedFileRef], num_keys: int,
-                 base: Manifest | None = None) -> None:
+    def __init__(self, ctx: BackendContext, restored: RestoredDir, base: Manifest | None = None) -> None:
         self.ctx = ctx
-        self.db_dir = db_dir
-        options, self._cache = make_options(ctx.settings)
-        self._db: rocksdict.Rdict | None = rocksdict.Rdict(db_dir, options)
-        wo = rocksdict.WriteOptions()
-        wo.disable_wal = True
-        self._db.set_write_options(wo)
-        self._lineage = lineage
-        self._num_keys = num_keys
+        self._journaling = ctx.settings.rocksdb_change_log or ctx.settings.rocksdb_flush_every > 1
+        self._db: rocksdict.Rdict | None = None
+        self._open(restored)
+        self._committed = CommittedFiles.of(base)
         self._base = base
         self._known: dict[bytes, bool] = {}
         self._cursors: set[RocksDBCursor] = set()
         self._version = base.version if base is not None else 0  # the committed version written on
         self._changes: DeltaJournal | None = None  # writes since _version; None: none yet
-        self._changes_lost = not ctx.settings.rocksdb_change_log  # writes since _version no journal holds
+        self._changes_lost = not self._journaling  # writes since _version no journal holds
+
+    def _open(self, restored: RestoredDir) -> None:
+        """Open a restored directory and replay its change logs (the writes after its SST set)."""
+        options, self._cache = make_options(self.ctx.settings)
+        db = rocksdict.Rdict(restored.db_dir, options)
+        try:
+            wo = rocksdict.WriteOptions()
+            wo.disable_wal = True
+            db.set_write_options(wo)
+            for rows in restored.replay():
+                batch = rocksdict.WriteBatch(raw_mode=True)
+                for k, v in rows:
+                    if v is None:
+                        batch.delete(k)
+                    else:
+                        batch.put(k, v)
+                db.write(batch)
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
+        self.db_dir, self._num_keys = restored.db_dir, restored.num_keys
 
     @property
     def lineage(self) -> dict[str, SharedFileRef]:
-        return dict(self._lineage)
+        """The committed SST set: local name -> remote file."""
+        return dict(self._committed.ssts)
 
     def _live(self) -> rocksdict.Rdict:
         if self._db is None:
@@ -138,7 +165,7 @@ class RocksDBBackend(Backend):
     def _drop_changes(self) -> None:
         """Start the change log afresh: the next write begins the journal of the version after `_version`."""
         changes, self._changes = self._changes, None
-        self._changes_lost = not self.ctx.settings.rocksdb_change_log
+        self._changes_lost = not self._journaling
         if changes is not None:
             try:
                 changes.discard()
@@ -186,17 +213,23 @@ class RocksDBBackend(Backend):
     def prepare_snapshot(self, version: int) -> SnapshotResources:
         # A batch's get-then-put pairs end at its commit; a smaller map stays in the CPU caches.
         self._known.clear()
-        res = take_checkpoint(self.ctx, self._live(), version, self._num_keys)
         if self._changes is not None and self._changes.version != version:
             self._lose_changes()  # journaling another version than the one committed
+        logged = (not self._changes_lost and version == self._version + 1
+                  and len(self._committed.logs) + 1 < self.ctx.settings.rocksdb_flush_every
+                  and self._committed.log_bytes < LOG_SHARE_BEFORE_FLUSH * self._committed.sst_bytes)
+        if logged:
+            res = take_logged(version, self._num_keys)
+        else:
+            res = take_checkpoint(self.ctx, self._live(), version, self._num_keys)
         res.changes, self._changes = self._changes, None
         res.changes_kept = not self._changes_lost
         return res
 
     def upload_snapshot(self, resources: SnapshotResources) -> SnapshotOutcome:
         assert isinstance(resources, SstSnapshotResources)
-        outcome = upload_checkpoint(self.ctx, resources, self._lineage)
-        self._lineage = {ref.local: ref for ref in outcome.manifest.shared_files}
+        outcome = upload_checkpoint(self.ctx, resources, self._committed)
+        self._committed = CommittedFiles.of(outcome.manifest)
         self._base = outcome.manifest
         self._version = resources.version
         self._drop_changes()  # prepare took the journal: this only restarts the change log
@@ -221,15 +254,10 @@ class RocksDBBackend(Backend):
         self._version = base_version
         restored = choose_restore(self.ctx, self._base).run()  # the lineage's files are in cache/
         try:
-            options, self._cache = make_options(self.ctx.settings)
-            self._db = rocksdict.Rdict(restored.db_dir, options)
-            wo = rocksdict.WriteOptions()
-            wo.disable_wal = True
-            self._db.set_write_options(wo)
+            self._open(restored)
         except BaseException:
             shutil.rmtree(restored.db_dir, ignore_errors=True)
             raise
-        self.db_dir, self._lineage, self._num_keys = restored.db_dir, restored.lineage, restored.num_keys
         self.ctx.layout.remove_other_dbs(keep=restored.db_dir)
         return True
 
@@ -249,10 +277,10 @@ def open_rocksdb_backend(ctx: BackendContext, manifest: Manifest | None) -> Rock
     """BackendBuilder for RocksDB: run the restore that fits, open the result, drop stale local dirs."""
     restored = choose_restore(ctx, manifest).run()
     try:
-        backend = RocksDBBackend(ctx, restored.db_dir, restored.lineage, restored.num_keys, manifest)
+        backend = RocksDBBackend(ctx, restored, manifest)
     except BaseException:
         shutil.rmtree(restored.db_dir, ignore_errors=True)
         raise
     ctx.layout.remove_other_dbs(keep=restored.db_dir)
-    ctx.file_manager.prune_cache(ctx.layout.cache_dir, {ref.remote for ref in restored.lineage.values()})
+    ctx.file_manager.prune_cache(ctx.layout.cache_dir, manifest.remote_names() if manifest is not None else ())
     return backend

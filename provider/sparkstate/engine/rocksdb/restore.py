@@ -7,17 +7,27 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Iterator
 
-from ...checkpoint import Manifest, SharedFileRef
+from ...checkpoint import Manifest
 from ..backend import BackendContext
+from ..heap import files as hf
+from .snapshot import CommittedFiles
 
 
 @dataclass
 class RestoredDir:
+    """A database directory holding a version's SST set, and the change logs to replay on top of it."""
     db_dir: str
-    lineage: dict[str, SharedFileRef]  # local file name -> remote file it is a copy of
     num_keys: int
+    logs: list[tuple[int, str, str]] = field(default_factory=list)  # (version, local copy, remote path)
+
+    def replay(self) -> Iterator[list[tuple[bytes, bytes | None]]]:
+        """The writes of the change logs, oldest version first, a record batch at a time."""
+        for version, path, source in self.logs:
+            for keys, values in hf.read(path, hf.KIND_DELTA, version, source):
+                yield list(zip(keys, values))
 
 
 class EmptyRestore:
@@ -27,16 +37,17 @@ class EmptyRestore:
         self.ctx = ctx
 
     def run(self) -> RestoredDir:
-        return RestoredDir(db_dir=self.ctx.layout.new_db_dir(), lineage={}, num_keys=0)
+        return RestoredDir(db_dir=self.ctx.layout.new_db_dir(), num_keys=0)
 
 
 class IncrementalRestore:
     """Rebuild a version from its manifest through the verified local cache.
 
-    Shared files are downloaded once per instance (verified by size + crc32) and hard-linked into the
-    database directory under their local names; private files are written from the manifest. Hard
-    links make a warm restore cost O(number of files), not O(bytes), and RocksDB deleting a compacted
-    file only drops its link, never the cached copy.
+    Shared files are downloaded once per instance (verified by size + crc32). SST files are hard-linked
+    into the database directory under their local names; private files are written from the manifest.
+    Hard links make a warm restore cost O(number of files), not O(bytes), and RocksDB deleting a
+    compacted file only drops its link, never the cached copy. Change logs stay in the cache, for the
+    backend to replay once it opened the database.
     """
 
     def __init__(self, ctx: BackendContext, manifest: Manifest) -> None:
@@ -46,18 +57,20 @@ class IncrementalRestore:
     def run(self) -> RestoredDir:
         fm, layout, m = self.ctx.file_manager, self.ctx.layout, self.manifest
         verify = self.ctx.settings.verify_local_cache
+        files = CommittedFiles.of(m)
         cached = fm.fetch_all(m.shared_files, layout.cache_dir, m.version, verify)
         db_dir = layout.new_db_dir()
         try:
-            for local, path in cached.items():
-                _link_or_copy(path, os.path.join(db_dir, local))
+            for local in files.ssts:
+                _link_or_copy(cached[local], os.path.join(db_dir, local))
             for pf in m.private_files:
                 with open(os.path.join(db_dir, pf.name), "wb") as f:
                     f.write(pf.data)
         except BaseException:
             shutil.rmtree(db_dir, ignore_errors=True)
             raise
-        return RestoredDir(db_dir=db_dir, lineage={ref.local: ref for ref in m.shared_files}, num_keys=m.num_keys)
+        logs = [(version, cached[ref.local], fm.file_path(ref.remote)) for version, ref in files.logs]
+        return RestoredDir(db_dir=db_dir, num_keys=m.num_keys, logs=logs)
 
 
 def choose_restore(ctx: BackendContext, manifest: Manifest | None) -> EmptyRestore | IncrementalRestore:

@@ -1,8 +1,14 @@
-"""How a RocksDB version is committed: incrementally, uploading only SST files not yet checkpointed.
-The backend is the strategy of its commits and uses these three functions for its three phases.
+"""How a RocksDB version is committed: incrementally, as new SST files or as a change log.
+The backend is the strategy of its commits and uses these functions for its three phases.
 
-`take_checkpoint` (prepare, synchronous): flush the memtables, then `Checkpoint.create_checkpoint` into
-  a fresh local directory: SSTs are hard links (no copy), MANIFEST/CURRENT/OPTIONS/log are small copies.
+A version is a set of SST files (with RocksDB's small private files) plus the change logs of the versions
+committed after that set was flushed, in version order (`rocksdb.flushEveryVersions`). Both kinds are
+shared files of the manifest; a change log is told apart by its name (`delta-<v>.arrow`, heap/files.py).
+
+`take_checkpoint` (prepare, synchronous) of a flushed version: flush the memtables, then
+  `Checkpoint.create_checkpoint` into a fresh local directory: SSTs are hard links (no copy),
+  MANIFEST/CURRENT/OPTIONS/log are small copies. `take_logged` of a logged version: nothing to copy, the
+  version is its change log on top of the committed SST set.
 `upload_checkpoint` (upload): SSTs whose local name is in the current lineage (the files of the version
   this database was restored from or last committed) are referenced again; the others are uploaded under
   fresh unique names. Private files are embedded in the manifest, which is written last. Only after the
@@ -23,6 +29,7 @@ import rocksdict
 from ...checkpoint import Manifest, PrivateFile, SharedFileRef
 from ...checkpoint.file_manager import new_attempt_id
 from ..backend import BackendContext, SnapshotOutcome, SnapshotResources, publish_commit
+from ..heap import files as hf
 
 if TYPE_CHECKING:
     from ..journal import DeltaJournal
@@ -41,6 +48,38 @@ class SstSnapshotResources(SnapshotResources):
     changes: "DeltaJournal | None" = None  # the journal of the version's writes (None: none recorded)
     changes_kept: bool = False             # every write of the version is in `changes`
     changes_finished: bool = False
+    flushed: bool = True  # False: the version is its change log on the committed SST set (take_logged)
+
+
+@dataclass(frozen=True)
+class CommittedFiles:
+    """What a committed version is made of: its SST set (by local name), the private files of that set,
+    and the change logs of the versions after it as (version, file), oldest first."""
+    ssts: dict[str, SharedFileRef]
+    private: tuple[PrivateFile, ...]
+    logs: tuple[tuple[int, SharedFileRef], ...]
+
+    @staticmethod
+    def of(manifest: Manifest | None) -> "CommittedFiles":
+        if manifest is None:
+            return CommittedFiles({}, (), ())
+        ssts: dict[str, SharedFileRef] = {}
+        logs: list[tuple[int, SharedFileRef]] = []
+        for ref in manifest.shared_files:
+            parsed = hf.parse_local_name(ref.local)
+            if parsed is not None and parsed[0] == hf.KIND_DELTA:
+                logs.append((parsed[1], ref))
+            else:
+                ssts[ref.local] = ref
+        return CommittedFiles(ssts, manifest.private_files, tuple(sorted(logs, key=lambda vr: vr[0])))
+
+    @property
+    def sst_bytes(self) -> int:
+        return sum(ref.size for ref in self.ssts.values())
+
+    @property
+    def log_bytes(self) -> int:
+        return sum(ref.size for _, ref in self.logs)
 
 
 def take_checkpoint(ctx: BackendContext, db: rocksdict.Rdict, version: int,
@@ -57,9 +96,16 @@ def take_checkpoint(ctx: BackendContext, db: rocksdict.Rdict, version: int,
     return res
 
 
-def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources,
-                      lineage: dict[str, SharedFileRef]) -> SnapshotOutcome:
-    """The outcome; the new lineage is its manifest's files (`lineage` itself is not modified)."""
+def take_logged(version: int, num_keys: int) -> SstSnapshotResources:
+    """A version committed as its change log alone: no flush, no local files."""
+    return SstSnapshotResources(version=version, attempt_id=new_attempt_id(), num_keys=num_keys, flushed=False)
+
+
+def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources, committed: CommittedFiles) -> SnapshotOutcome:
+    """The outcome; the new committed files are its manifest's (`committed` itself is not modified)."""
+    if not res.flushed:
+        return _publish_logged(ctx, res, committed)
+    lineage = committed.ssts
     reused: list[SharedFileRef] = []
     fresh: list[str] = []
     for name in res.shared_names:
@@ -94,5 +140,26 @@ def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources,
     return outcome
 
 
+def _publish_logged(ctx: BackendContext, res: SstSnapshotResources, committed: CommittedFiles) -> SnapshotOutcome:
+    """Publish a version as the committed SST set plus the change logs up to and including its own."""
+    assert res.changes_kept, "a logged version needs every write of it in its change log"
+    change_log = None
+    if res.changes is not None:
+        res.changes_finished = True
+        change_log = res.changes.finish(ctx.layout.cache_dir)  # a rewind replays it from the cache
+    logs = tuple(ref for _, ref in committed.logs) + ((change_log,) if change_log is not None else ())
+    shared = tuple(sorted(committed.ssts.values(), key=lambda r: r.local)) + logs
+    manifest = Manifest(version=res.version, backend="rocksdb", num_keys=res.num_keys,
+                        writer_instance_id=ctx.instance_id, query_run_id=ctx.query_run_id,
+                        created_ms=int(time.time() * 1000), shared_files=shared,
+                        private_files=committed.private, store=ctx.store,
+                        change_log=change_log, changes_kept=True)
+    manifest = publish_commit(ctx, manifest)
+    return SnapshotOutcome(manifest=manifest, files_uploaded=1 if change_log is not None else 0,
+                           files_reused=len(shared) - (1 if change_log is not None else 0),
+                           bytes_uploaded=change_log.size if change_log is not None else 0)
+
+
 def drop_checkpoint(res: SstSnapshotResources) -> None:
-    shutil.rmtree(res.ckpt_dir, ignore_errors=True)
+    if res.ckpt_dir:
+        shutil.rmtree(res.ckpt_dir, ignore_errors=True)

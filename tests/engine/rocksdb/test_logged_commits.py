@@ -1,0 +1,185 @@
+"""Commits between flushes (`rocksdb.flushEveryVersions`): such a version is the last flushed SST set plus
+the change logs since, which every reader of the version (a restore, a rewind, snapshot replay, the change
+feed) replays. Each test checks the contents against what was written, loaded by a fresh instance."""
+from __future__ import annotations
+
+import pytest
+
+from sparkstate.engine import Store
+from sparkstate.engine.journal import DeltaJournal
+from sparkstate.engine.rocksdb.snapshot import CommittedFiles
+from sparkstate.errors import CorruptCheckpointError
+
+from ..conftest import contents, kv, make_spec
+
+FLUSH_EVERY = 3
+
+
+def _store(tmp_path, instance: str = "inst-1", **settings) -> Store:
+    spec = make_spec("file:" + str(tmp_path / "ckpt" / "state" / "0" / "1"), instance,
+                     **{"backend": "rocksdb", "rocksdb_flush_every": FLUSH_EVERY, **settings})
+    return Store(spec, str(tmp_path / "local" / instance))
+
+
+def _commit_versions(store: Store, versions: int, rows_per_version: int = 50) -> dict[int, dict[bytes, bytes]]:
+    """Versions 1..`versions`, each overwriting some keys, adding new ones and removing one; returns the
+    expected contents of each version."""
+    expected: dict[int, dict[bytes, bytes]] = {0: {}}
+    live: dict[bytes, bytes] = {}
+    store.load(0)
+    for v in range(1, versions + 1):
+        writes: list[tuple[bytes, bytes | None]] = [kv(i, b"v%d" % v) for i in range(v * 10, v * 10 + rows_per_version)]
+        if v > 1:
+            writes.append((kv(v * 10 - 1)[0], None))
+        store.apply_batch(writes)
+        for k, val in writes:
+            if val is None:
+                live.pop(k, None)
+            else:
+                live[k] = val
+        store.commit()
+        expected[v] = dict(live)
+        store.load(v)
+    return expected
+
+
+def test_versions_between_flushes_upload_their_change_log_only(tmp_path):
+    store = _store(tmp_path)
+    try:
+        store.load(0)
+        metrics = []
+        for v in range(1, 8):
+            store.apply_batch([kv(i, b"v%d" % v) for i in range(3000 if v == 1 else 50)])
+            metrics.append(store.commit().metrics)
+            store.load(v)
+        fm = store.file_manager
+        for v in range(1, 8):
+            files = CommittedFiles.of(fm.read_manifest(v))
+            # the first commit flushes (no SST files yet), then every third: 1, 4 and 7
+            flushed = v % FLUSH_EVERY == 1
+            last_flush = v - (v - 1) % FLUSH_EVERY
+            assert [lv for lv, _ in files.logs] == list(range(last_flush + 1, v + 1)), v
+            assert files.ssts
+            assert (metrics[v - 1]["sparkstateFilesUploaded"] == 1) == (not flushed), (v, metrics[v - 1])
+            assert (metrics[v - 1].get("sparkstateFlushMs", 0) == 0) or flushed
+        assert CommittedFiles.of(fm.read_manifest(6)).ssts == CommittedFiles.of(fm.read_manifest(4)).ssts
+    finally:
+        store.close()
+
+
+def test_a_commit_flushes_early_once_its_logs_outweigh_half_the_ssts(tmp_path):
+    store = _store(tmp_path, rocksdb_flush_every=100)
+    try:
+        store.load(0)
+        store.apply_batch([kv(i) for i in range(2000)])
+        store.commit()
+        flushes = []
+        for v in range(2, 12):
+            store.load(v - 1)
+            store.apply_batch([kv(i, b"w%d" % v) for i in range(400)])  # a fifth of the keys per version
+            store.commit()
+            files = CommittedFiles.of(store.file_manager.read_manifest(v))
+            assert files.log_bytes <= 0.5 * files.sst_bytes + max((r.size for _, r in files.logs), default=0)
+            if not files.logs:
+                flushes.append(v)
+        assert flushes and len(flushes) < 9, flushes  # neither every commit nor never
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("versions", [1, 2, 3, 4, 5, 7])
+def test_a_fresh_instance_loads_every_version(tmp_path, versions):
+    writer = _store(tmp_path)
+    try:
+        expected = _commit_versions(writer, versions)
+    finally:
+        writer.close()
+    for v in range(versions + 1):
+        reader = _store(tmp_path, f"reader-{v}")
+        try:
+            assert reader.load(v).source in ("checkpoint", "empty")
+            assert contents(reader) == expected[v], v
+            assert reader.metrics().num_keys == len(expected[v])
+        finally:
+            reader.close()
+
+
+def test_a_memtable_that_fills_between_flushes_is_still_one_version(tmp_path):
+    """1 MiB memtables (the tests' setting) fill within one logged version: RocksDB flushes on its own,
+    and the version is still the older SST set plus its logs; the next flush uploads the new files."""
+    writer = _store(tmp_path)
+    big = b"x" * 300
+    try:
+        writer.load(0)
+        for v in range(1, 5):
+            writer.apply_batch([(kv(i)[0], big + b"%d" % v) for i in range(v * 2000, v * 2000 + 6000)])
+            writer.commit()
+            writer.load(v)
+        final = contents(writer)
+    finally:
+        writer.close()
+    reader = _store(tmp_path, "reader")
+    try:
+        reader.load(4)
+        assert contents(reader) == final and len(final) == 12000
+    finally:
+        reader.close()
+
+
+def test_an_abort_rewinds_to_a_logged_version_without_downloading(tmp_path):
+    store = _store(tmp_path)
+    try:
+        expected = _commit_versions(store, 2)  # version 2 is a log on version 1
+        store.apply_batch([kv(i, b"aborted") for i in range(100)])
+        store.abort()
+        calls = []
+        fileio = store.file_manager.fileio
+        original = fileio.download_file
+        fileio.download_file = lambda *a: (calls.append(a), original(*a))[1]
+        assert store.load(2).source in ("memory", "rewind", "local")
+        assert contents(store) == expected[2]
+        assert calls == []
+    finally:
+        store.close()
+
+
+def test_a_version_whose_change_log_failed_is_flushed(tmp_path, monkeypatch):
+    store = _store(tmp_path)
+    try:
+        store.load(0)
+        store.apply_batch([kv(i) for i in range(100)])
+        store.commit()
+        store.load(1)
+        monkeypatch.setattr(DeltaJournal, "append", lambda self, records: (_ for _ in ()).throw(OSError("disk full")))
+        store.apply_batch([kv(i, b"second") for i in range(50)])
+        store.commit()
+        files = CommittedFiles.of(store.file_manager.read_manifest(2))
+        assert files.logs == () and files.ssts
+    finally:
+        store.close()
+    monkeypatch.undo()
+    reader = _store(tmp_path, "reader")
+    try:
+        reader.load(2)
+        assert contents(reader) == {**dict(kv(i) for i in range(100)), **dict(kv(i, b"second") for i in range(50))}
+    finally:
+        reader.close()
+
+
+def test_a_corrupt_change_log_is_named_on_load(tmp_path):
+    writer = _store(tmp_path)
+    try:
+        _commit_versions(writer, 2)
+    finally:
+        writer.close()
+    (log_version, ref) = CommittedFiles.of(writer.file_manager.read_manifest(2)).logs[-1]
+    path = tmp_path / "ckpt" / "state" / "0" / "1" / "sparkstate" / "files" / ref.remote
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    reader = _store(tmp_path, "reader")
+    try:
+        with pytest.raises(CorruptCheckpointError, match=ref.remote):
+            reader.load(2)
+    finally:
+        reader.close()
