@@ -61,6 +61,8 @@ VARIANTS = {
     "heap": {"backend": "heap", "heap.snapshotEveryVersions": "2"},
     "socket": {"backend": "rocksdb", "transport": "socket"},
     "py4j": {"backend": "rocksdb", "transport": "py4j"},
+    # two commits in three as change logs on the last flushed SST set, replayed on restart
+    "rocksdb-logged": {"backend": "rocksdb", "rocksdb.flushEveryVersions": "3"},
 }
 DEFAULT_VARIANTS = ("rocksdb", "heap")
 
