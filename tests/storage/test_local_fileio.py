@@ -1,3 +1,4 @@
+import errno
 import os
 
 import pytest
@@ -59,3 +60,31 @@ def test_failed_upload_leaves_no_partial_target(tmp_path, monkeypatch):
         io.upload_file(str(src), str(tmp_path / "out" / "dst.bin"))
     monkeypatch.setattr(os, "fsync", real_fsync)
     assert os.listdir(tmp_path / "out") == []
+
+
+def test_upload_on_the_same_file_system_is_a_hard_link(tmp_path):
+    io = LocalFileIO()
+    src = tmp_path / "000012.sst"
+    src.write_bytes(b"immutable" * 100)
+    io.upload_file(str(src), str(tmp_path / "ckpt" / "files" / "1-abc-000012.sst"))
+    dst = tmp_path / "ckpt" / "files" / "1-abc-000012.sst"
+    assert dst.read_bytes() == src.read_bytes()
+    assert os.stat(dst).st_ino == os.stat(src).st_ino  # no bytes moved
+    src.unlink()  # the local file going away (a compaction) leaves the checkpoint's intact
+    assert dst.read_bytes() == b"immutable" * 100
+    assert os.listdir(tmp_path / "ckpt" / "files") == ["1-abc-000012.sst"]
+
+
+@pytest.mark.parametrize("errno_", [errno.EXDEV, errno.EPERM])
+def test_upload_copies_where_it_cannot_link(tmp_path, monkeypatch, errno_):
+    io = LocalFileIO()
+    src = tmp_path / "src.bin"
+    src.write_bytes(b"payload" * 100)
+
+    def cannot_link(a, b, **kw):
+        raise OSError(errno_, os.strerror(errno_))
+    monkeypatch.setattr(os, "link", cannot_link)
+    io.upload_file(str(src), str(tmp_path / "out" / "dst.bin"))
+    dst = tmp_path / "out" / "dst.bin"
+    assert dst.read_bytes() == src.read_bytes() and os.stat(dst).st_ino != os.stat(src).st_ino
+    assert os.listdir(tmp_path / "out") == ["dst.bin"]

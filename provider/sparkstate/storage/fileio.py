@@ -49,7 +49,8 @@ class FileIO(ABC):
 
     @abstractmethod
     def upload_file(self, local_path: str, path: str) -> None:
-        """Copy a local file to `path` (durable on return; `path` appears complete or not at all)."""
+        """Copy a local file to `path` (durable on return; `path` appears complete or not at all). The
+        local file must not change afterwards: a local FileIO may hard-link it instead of copying."""
 
     @abstractmethod
     def download_file(self, path: str, local_path: str) -> None:

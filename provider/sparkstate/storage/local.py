@@ -141,9 +141,12 @@ class LocalFileIO(FileIO):
         return True
 
     def upload_file(self, local_path_: str, path: str) -> None:
+        # Uploaded files are immutable (SSTs, staged files), so on the same file system a hard link is
+        # the copy: no bytes move. Elsewhere (another mount, no hard links) the bytes are copied.
         target = local_path(path)
         with _named("write", target):
-            self._copy(local_path_, target)
+            if not self._link(local_path_, target):
+                self._copy(local_path_, target)
 
     def download_file(self, path: str, local_path_: str) -> None:
         with _named("copy", local_path_):
@@ -192,6 +195,31 @@ class LocalFileIO(FileIO):
             except FileNotFoundError:
                 continue
         return out
+
+    @staticmethod
+    def _link(src: str, dst: str) -> bool:
+        """Hard-link `src` as `dst`, durably; False if this file system cannot link them (nothing done)."""
+        directory = os.path.dirname(dst) or "."
+        os.makedirs(directory, exist_ok=True)
+        tmp = _tmp_sibling(dst)
+        try:
+            os.link(src, tmp)
+        except OSError as e:
+            if e.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
+                return False
+            raise
+        try:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)  # the content is the writer's; make sure it reached the disk
+            finally:
+                os.close(fd)
+            os.replace(tmp, dst)
+        except BaseException:
+            _remove_quietly(tmp)
+            raise
+        _fsync_dir(directory)
+        return True
 
     @staticmethod
     def _copy(src: str, dst: str) -> None:

@@ -183,3 +183,29 @@ def test_a_corrupt_change_log_is_named_on_load(tmp_path):
             reader.load(2)
     finally:
         reader.close()
+
+
+def test_a_store_that_flushes_every_commit_opens_and_continues_a_logged_version(tmp_path):
+    """Turning the setting off (or down) on a running query: the versions written with it still load."""
+    writer = _store(tmp_path)
+    try:
+        expected = _commit_versions(writer, 2)
+    finally:
+        writer.close()
+    assert CommittedFiles.of(writer.file_manager.read_manifest(2)).logs
+    every = _store(tmp_path, "every-commit", rocksdb_flush_every=1)
+    try:
+        every.load(2)
+        assert contents(every) == expected[2]
+        every.apply_batch([kv(7, b"later")])
+        every.commit()
+        files = CommittedFiles.of(every.file_manager.read_manifest(3))
+        assert files.logs == () and files.ssts
+    finally:
+        every.close()
+    reader = _store(tmp_path, "reader", rocksdb_flush_every=1)
+    try:
+        reader.load(3)
+        assert contents(reader) == {**expected[2], kv(7, b"later")[0]: kv(7, b"later")[1]}
+    finally:
+        reader.close()
