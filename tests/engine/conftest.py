@@ -58,6 +58,15 @@ def kv(i: int, tag: bytes = b"v") -> tuple[bytes, bytes]:
     return storage_key(i % 7, b"key-%06d" % i), tag + b"-%d" % i
 
 
+def apply_writes(live: dict[bytes, bytes], writes) -> None:
+    """What a store's apply_batch does to its contents, on a dict: a None value removes the key."""
+    for key, value in writes:
+        if value is None:
+            live.pop(key, None)
+        else:
+            live[key] = value
+
+
 def contents(store: Store, prefix: bytes = b"") -> dict[bytes, bytes]:
     cursor = store.open_cursor(prefix)
     out: dict[bytes, bytes] = {}

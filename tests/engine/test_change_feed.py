@@ -8,7 +8,7 @@ import pytest
 
 from sparkstate.errors import ChangeFeedError
 
-from .conftest import contents, kv, settle
+from .conftest import apply_writes, contents, kv, settle
 
 VERSIONS = 8
 
@@ -30,11 +30,7 @@ def _history(store, seed: int = 1) -> dict[int, dict[bytes, bytes]]:
                 else:
                     writes.append((key, value))
         store.apply_batch(writes)
-        for key, value in writes:
-            if value is None:
-                live.pop(key, None)
-            else:
-                live[key] = value
+        apply_writes(live, writes)
         assert store.commit().version == v
         store.load(v)
         settle(store)

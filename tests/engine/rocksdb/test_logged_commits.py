@@ -10,7 +10,7 @@ from sparkstate.engine.journal import DeltaJournal
 from sparkstate.engine.rocksdb.snapshot import CommittedFiles
 from sparkstate.errors import CorruptCheckpointError
 
-from ..conftest import contents, kv, make_spec
+from ..conftest import apply_writes, contents, kv, make_spec
 
 FLUSH_EVERY = 3
 
@@ -32,11 +32,7 @@ def _commit_versions(store: Store, versions: int, rows_per_version: int = 50) ->
         if v > 1:
             writes.append((kv(v * 10 - 1)[0], None))
         store.apply_batch(writes)
-        for k, val in writes:
-            if val is None:
-                live.pop(k, None)
-            else:
-                live[k] = val
+        apply_writes(live, writes)
         store.commit()
         expected[v] = dict(live)
         store.load(v)
