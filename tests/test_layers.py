@@ -111,5 +111,5 @@ def test_the_walk_sees_the_imports_it_checks():
     """The test can fail: it finds the engine's known downward imports (a broken parser would see none)."""
     graph = _graph()
     assert "checkpoint.location" in graph["engine.store"]
-    assert "engine.heap.files" in graph["engine.heap.snapshot"]
+    assert "engine.arrow_files" in graph["engine.heap.snapshot"]
     assert "storage.fileio" in graph["checkpoint.location"]

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from sparkstate.engine import Store
-from sparkstate.engine.heap.files import KIND_FULL, read
+from sparkstate.engine.arrow_files import KIND_FULL, read
 from sparkstate.storage.local import local_path
 from sparkstate.errors import VersionNotFoundError
 

@@ -28,10 +28,11 @@ Body fields:
                       yet, finished earlier, whose name starts with a version n, a <= n <= v (the heap
                       backend's background full snapshots); absent: none. `sparkstate gc` keeps such files
     changeLog         optional {"remote", "local", "size", "crc32"}: the file holding the writes of the
-                      batch that made this version, in order (a heap delta stream, see engine/heap/files.py:
+                      batch that made this version, in order (a delta stream, see engine/arrow_files.py:
                       for the heap backend the version's own delta, also in sharedFiles; for RocksDB a file
-                      of its own). It serves Spark's change feed and snapshot replay, is kept exactly as long
-                      as this manifest, and is never needed to load the version
+                      of its own, also in sharedFiles when the version was committed without a flush). It
+                      serves Spark's change feed and snapshot replay; RocksDB needs it to load only such a
+                      version
     changesKept       optional true: the writer kept every write of this version in `changeLog` (absent
                       `changeLog` then means the batch wrote nothing); absent: it kept none (a bulk-filled
                       version of a rescale or migration, the RocksDB backend with rocksdb.changeLog=false)

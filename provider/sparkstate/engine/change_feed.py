@@ -20,7 +20,7 @@ from typing import Iterator
 
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..errors import ChangeFeedError, VersionNotFoundError
-from .heap import files as hf
+from . import arrow_files as hf
 
 
 @dataclass(frozen=True)

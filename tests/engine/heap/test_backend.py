@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from sparkstate.engine import Store
-from sparkstate.engine.heap.files import parse_local_name
+from sparkstate.engine.arrow_files import parse_local_name
 from sparkstate.errors import CheckpointError
 from tests.storage.instrumented import InstrumentedFileIO
 

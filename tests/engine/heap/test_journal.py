@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from sparkstate.engine.heap import files as hf
+from sparkstate.engine import arrow_files as hf
 from sparkstate.engine.heap.live_table import table_from_columns
 from sparkstate.engine.heap.restore import merge_chain
 from sparkstate.engine import journal

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ...checkpoint import Manifest, SharedFileRef
 from ...errors import CorruptCheckpointError
-from . import files as hf
+from .. import arrow_files as hf
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from ...checkpoint import CheckpointFileManager, Manifest, SharedFileRef
 from ...errors import ChangeFeedError, CheckpointError, CorruptCheckpointError
 from ..backend import BackendContext
-from . import files as hf
+from .. import arrow_files as hf
 from .chain import EMPTY_CHAIN, Chain
 from .live_table import LiveTable, new_live_table, table_from_columns
 from .packed_table import concat_large_binary

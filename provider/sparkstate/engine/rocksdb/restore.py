@@ -12,7 +12,7 @@ from typing import Iterator
 
 from ...checkpoint import Manifest
 from ..backend import BackendContext
-from ..heap import files as hf
+from .. import arrow_files as hf
 from .snapshot import CommittedFiles
 
 

@@ -3,7 +3,7 @@ The backend is the strategy of its commits and uses these functions for its thre
 
 A version is a set of SST files (with RocksDB's small private files) plus the change logs of the versions
 committed after that set was flushed, in version order (`rocksdb.flushEveryVersions`). Both kinds are
-shared files of the manifest; a change log is told apart by its name (`delta-<v>.arrow`, heap/files.py).
+shared files of the manifest; a change log is told apart by its name (`delta-<v>.arrow`, arrow_files.py).
 
 `take_checkpoint` (prepare, synchronous) of a flushed version: flush the memtables, then
   `Checkpoint.create_checkpoint` into a fresh local directory: SSTs are hard links (no copy),
@@ -29,7 +29,7 @@ import rocksdict
 from ...checkpoint import Manifest, PrivateFile, SharedFileRef
 from ...checkpoint.file_manager import new_attempt_id
 from ..backend import BackendContext, SnapshotOutcome, SnapshotResources, publish_commit
-from ..heap import files as hf
+from .. import arrow_files as hf
 
 if TYPE_CHECKING:
     from ..journal import DeltaJournal

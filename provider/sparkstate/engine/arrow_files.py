@@ -1,4 +1,6 @@
-"""Heap backend checkpoint files: Arrow IPC with compressed record batches.
+"""Arrow state files: the journal of a version's writes, which both backends keep (the heap backend's
+delta, the RocksDB backend's change log), and the heap backend's full snapshots. Arrow IPC with
+compressed record batches.
 
 Byte layout: full snapshots (format version 1) are Arrow IPC *files* (magic `ARROW1`, schema, record
 batches, footer). Deltas (format version 2) are Arrow IPC *streams* (schema, record batches,
@@ -31,8 +33,8 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ... import liveness
-from ...errors import CorruptCheckpointError
+from .. import liveness
+from ..errors import CorruptCheckpointError
 
 KIND_DELTA = "heap-delta"
 KIND_FULL = "heap-full"
