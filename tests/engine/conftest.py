@@ -13,6 +13,11 @@ from sparkstate.keygroups import storage_key
 VARIANT_SETTINGS = {"rocksdb-logged": {"backend": "rocksdb", "rocksdb_flush_every": 3}}
 
 
+def backend_name(variant: str) -> str:
+    """The backend a variant runs (what a manifest records): "rocksdb-logged" -> "rocksdb"."""
+    return VARIANT_SETTINGS.get(variant, {}).get("backend", variant)
+
+
 def make_spec(checkpoint: str, instance_id: str = "inst-1", retain: int = 100, **settings) -> StoreSpec:
     settings = {**settings, **VARIANT_SETTINGS.get(settings.get("backend"), {})}
     return StoreSpec(checkpoint_location=checkpoint, operator_id=0, partition_id=1, store_name="default",
@@ -47,7 +52,7 @@ def new_store(tmp_path, backend):
         stores.append(s)
         return s
     make.checkpoint_dir = tmp_path / "ckpt" / "state" / "0" / "1" / "sparkstate"
-    make.backend = VARIANT_SETTINGS.get(backend, {}).get("backend", backend)
+    make.backend = backend_name(backend)
     yield make
     for s in stores:
         s.close()

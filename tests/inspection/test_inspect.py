@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 from sparkstate.cli import main as cli_main
 from sparkstate.keygroups import key_group
 
-from ..engine.conftest import contents
+from ..engine.conftest import backend_name, contents
 from .conftest import BATCHES, PARTITIONS, open_store
 
 
@@ -33,7 +33,7 @@ def test_figures_match_the_stores_contents(query, capsys, backend):
     code, out = _inspect(query, capsys, "--json", "--partitions", "3")
     assert code == 0, out
     doc = json.loads(out)
-    assert doc["backends"] == [backend] and doc["version"] == BATCHES and doc["lastBatch"] == BATCHES - 1
+    assert doc["backends"] == [backend_name(backend)] and doc["version"] == BATCHES and doc["lastBatch"] == BATCHES - 1
     truth = _truth(query, backend, BATCHES)
     for store in doc["stores"]:
         entries = truth[store["partitionId"]]
@@ -53,7 +53,8 @@ def test_an_older_batch_and_the_table(query, capsys, backend):
     code, out = _inspect(query, capsys, "--batch", "1")
     assert code == 0, out
     assert "showing version 2" in out and "retained versions 1-4" in out
-    assert f"0/0      {backend}" in out or ("0/0" in out and backend in out)
+    name = backend_name(backend)
+    assert f"0/0      {name}" in out or ("0/0" in out and name in out)
     code, out = _inspect(query, capsys, "--batch", "9")
     assert code == 1
 

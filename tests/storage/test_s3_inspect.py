@@ -12,7 +12,7 @@ from sparkstate.cli import main as cli_main
 from sparkstate.engine import Store
 from sparkstate.keygroups import key_group
 
-from ..engine.conftest import BACKENDS, contents, kv, make_spec
+from ..engine.conftest import BACKENDS, backend_name, contents, kv, make_spec
 from ..inspection.conftest import write_log
 
 PARTITIONS = 2
@@ -62,7 +62,7 @@ def test_inspect_reads_a_checkpoint_on_s3(s3_query, seaweed, backend, capsys, tm
     out = capsys.readouterr().out
     assert code == 0, out
     doc = json.loads(out)
-    assert doc["backends"] == [backend] and doc["version"] == BATCHES and doc["stateRoot"].startswith(location)
+    assert doc["backends"] == [backend_name(backend)] and doc["version"] == BATCHES and doc["stateRoot"].startswith(location)
     assert seaweed.secret_key not in out
 
     truth: dict[int, dict[bytes, bytes]] = {}
@@ -85,7 +85,7 @@ def test_inspect_reads_a_checkpoint_on_s3(s3_query, seaweed, backend, capsys, tm
     assert sorted(stores) == list(range(PARTITIONS))
     for p, entries in truth.items():
         s = stores[p]
-        assert s["problem"] is None and s["backend"] == backend
+        assert s["problem"] is None and s["backend"] == backend_name(backend)
         assert s["keys"] == len(entries)
         assert s["liveBytes"] == sum(len(k) + len(v) for k, v in entries.items())
         assert [v["version"] for v in s["versions"]] == retained[p]

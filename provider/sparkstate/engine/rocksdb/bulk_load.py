@@ -21,6 +21,7 @@ from ...errors import StoreStateError
 from ..backend import BackendContext
 from .backend import RocksDBBackend
 from .options import make_options
+from .restore import RestoredDir
 
 
 class SstBulkLoader:
@@ -55,7 +56,8 @@ class SstBulkLoader:
 
     def finish(self) -> RocksDBBackend:
         self.end_source(-1)
-        backend = self._backend = RocksDBBackend(self.ctx, self.ctx.layout.new_db_dir(), {}, 0)
+        empty = RestoredDir(db_dir=self.ctx.layout.new_db_dir(), num_keys=0)
+        backend = self._backend = RocksDBBackend(self.ctx, empty)
         backend.bulk_loaded()
         if self._files:
             opts = rocksdict.IngestExternalFileOptions()
