@@ -25,7 +25,7 @@ from typing import Sequence
 
 import rocksdict
 
-from ...checkpoint import Manifest, SharedFileRef
+from ...checkpoint import Manifest
 from ...errors import StoreStateError
 from ..backend import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
 from ..journal import DeltaJournal
@@ -58,7 +58,6 @@ class RocksDBBackend(Backend):
         self._journaling = ctx.settings.rocksdb_change_log or ctx.settings.rocksdb_flush_every > 1
         self._db: rocksdict.Rdict | None = None
         self._open(restored)
-        self._committed = CommittedFiles.of(base)
         self._base = base
         self._known: dict[bytes, bool] = {}
         self._cursors: set[RocksDBCursor] = set()
@@ -89,9 +88,9 @@ class RocksDBBackend(Backend):
         self.db_dir, self._num_keys = restored.db_dir, restored.num_keys
 
     @property
-    def lineage(self) -> dict[str, SharedFileRef]:
-        """The committed SST set: local name -> remote file."""
-        return dict(self._committed.ssts)
+    def _committed(self) -> CommittedFiles:
+        """What the base version is made of: its SST set and the change logs after it."""
+        return CommittedFiles.of(self._base)
 
     def _live(self) -> rocksdict.Rdict:
         if self._db is None:
@@ -215,9 +214,10 @@ class RocksDBBackend(Backend):
         self._known.clear()
         if self._changes is not None and self._changes.version != version:
             self._lose_changes()  # journaling another version than the one committed
+        committed = self._committed
         logged = (not self._changes_lost and version == self._version + 1
-                  and len(self._committed.logs) + 1 < self.ctx.settings.rocksdb_flush_every
-                  and self._committed.log_bytes < LOG_SHARE_BEFORE_FLUSH * self._committed.sst_bytes)
+                  and len(committed.logs) + 1 < self.ctx.settings.rocksdb_flush_every
+                  and committed.log_bytes < LOG_SHARE_BEFORE_FLUSH * committed.sst_bytes)
         if logged:
             res = take_logged(version, self._num_keys)
         else:
@@ -229,7 +229,6 @@ class RocksDBBackend(Backend):
     def upload_snapshot(self, resources: SnapshotResources) -> SnapshotOutcome:
         assert isinstance(resources, SstSnapshotResources)
         outcome = upload_checkpoint(self.ctx, resources, self._committed)
-        self._committed = CommittedFiles.of(outcome.manifest)
         self._base = outcome.manifest
         self._version = resources.version
         self._drop_changes()  # prepare took the journal: this only restarts the change log

@@ -127,12 +127,7 @@ def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources, committed:
         with open(os.path.join(res.ckpt_dir, name), "rb") as f:
             private.append(PrivateFile(name, f.read()))
     shared = tuple(sorted(reused + uploaded.refs, key=lambda r: r.local))
-    manifest = Manifest(version=res.version, backend="rocksdb", num_keys=res.num_keys,
-                        writer_instance_id=ctx.instance_id, query_run_id=ctx.query_run_id,
-                        created_ms=int(time.time() * 1000), shared_files=shared,
-                        private_files=tuple(private), store=ctx.store,
-                        change_log=change_log, changes_kept=res.changes_kept)
-    manifest = publish_commit(ctx, manifest)
+    manifest = _publish(ctx, res, shared, tuple(private), change_log)
     fm.add_to_cache(ctx.layout.cache_dir, res.ckpt_dir, uploaded.refs)
     logged = (1, change_log.size) if change_log is not None else (0, 0)
     outcome = SnapshotOutcome(manifest=manifest, files_uploaded=len(uploaded.refs) + logged[0],
@@ -149,15 +144,20 @@ def _publish_logged(ctx: BackendContext, res: SstSnapshotResources, committed: C
         change_log = res.changes.finish(ctx.layout.cache_dir)  # a rewind replays it from the cache
     logs = tuple(ref for _, ref in committed.logs) + ((change_log,) if change_log is not None else ())
     shared = tuple(sorted(committed.ssts.values(), key=lambda r: r.local)) + logs
-    manifest = Manifest(version=res.version, backend="rocksdb", num_keys=res.num_keys,
-                        writer_instance_id=ctx.instance_id, query_run_id=ctx.query_run_id,
-                        created_ms=int(time.time() * 1000), shared_files=shared,
-                        private_files=committed.private, store=ctx.store,
-                        change_log=change_log, changes_kept=True)
-    manifest = publish_commit(ctx, manifest)
+    manifest = _publish(ctx, res, shared, committed.private, change_log)
     return SnapshotOutcome(manifest=manifest, files_uploaded=1 if change_log is not None else 0,
                            files_reused=len(shared) - (1 if change_log is not None else 0),
                            bytes_uploaded=change_log.size if change_log is not None else 0)
+
+
+def _publish(ctx: BackendContext, res: SstSnapshotResources, shared: tuple[SharedFileRef, ...],
+             private: tuple[PrivateFile, ...], change_log: SharedFileRef | None) -> Manifest:
+    """Write the version's manifest, last (publish_commit); its files are durable already."""
+    manifest = Manifest(version=res.version, backend="rocksdb", num_keys=res.num_keys,
+                        writer_instance_id=ctx.instance_id, query_run_id=ctx.query_run_id,
+                        created_ms=int(time.time() * 1000), shared_files=shared, private_files=private,
+                        store=ctx.store, change_log=change_log, changes_kept=res.changes_kept)
+    return publish_commit(ctx, manifest)
 
 
 def drop_checkpoint(res: SstSnapshotResources) -> None:
