@@ -33,3 +33,27 @@ def test_the_info_log_and_the_checkpoint_manifests_of_a_long_lived_store_stay_bo
         assert max(map(os.path.getsize, manifests)) <= 64 << 10
     finally:
         store.close()
+
+
+def _live_options(local: str) -> dict[str, str]:
+    """The options RocksDB wrote to the OPTIONS file of the store's live database."""
+    files = sorted(glob.glob(os.path.join(local, "**", "OPTIONS-*"), recursive=True), key=os.path.getmtime)
+    assert files, "no OPTIONS file: the test would prove nothing"
+    with open(files[-1], encoding="utf-8") as f:
+        return dict(line.strip().split("=", 1) for line in f if "=" in line)
+
+
+def test_sst_file_and_level_sizes_reach_rocksdb(tmp_path):
+    for name, settings, expected in [("defaults", {}, (64 << 20, 256 << 20)),
+                                     ("set", {"rocksdb_target_file_mb": 3, "rocksdb_level_base_mb": 5},
+                                      (3 << 20, 5 << 20))]:
+        local = str(tmp_path / name / "local")
+        store = Store(make_spec("file:" + str(tmp_path / name / "ckpt"), backend="rocksdb", **settings), local)
+        try:
+            store.load(0)
+            store.apply_batch([kv(1)])
+            store.commit()
+            options = _live_options(local)
+        finally:
+            store.close()
+        assert (int(options["target_file_size_base"]), int(options["max_bytes_for_level_base"])) == expected

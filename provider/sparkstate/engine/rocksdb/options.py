@@ -1,4 +1,5 @@
-"""RocksDB options of a store: raw byte keys, bloom filter, per-store memtable and block cache, compression.
+"""RocksDB options of a store: raw byte keys, bloom filter, per-store memtable and block cache, compression,
+SST file and level sizes.
 
 WAL off is set per write (see backend.py): durability comes from checkpoints, not the WAL.
 """
@@ -29,6 +30,8 @@ def make_options(settings: Settings) -> tuple[rocksdict.Options, rocksdict.Cache
     opt = rocksdict.Options(raw_mode=True)
     opt.create_if_missing(True)
     opt.set_write_buffer_size(settings.rocksdb_write_buffer_mb << 20)
+    opt.set_target_file_size_base(settings.rocksdb_target_file_mb << 20)
+    opt.set_max_bytes_for_level_base(settings.rocksdb_level_base_mb << 20)
     opt.set_compression_type(_COMPRESSION[settings.rocksdb_compression]())
     opt.set_max_manifest_file_size(MAX_ROCKSDB_MANIFEST_BYTES)
     opt.set_max_log_file_size(MAX_INFO_LOG_BYTES)
