@@ -163,13 +163,16 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "RocksDB block cache per store, in MiB.", "an integer >= 0"),
     Declaration("rocksdb.writeBufferSizeMB", "rocksdb_write_buffer_mb", 64, _int_at_least(1),
                 "RocksDB memtable size per store, in MiB.", "an integer >= 1"),
-    Declaration("rocksdb.targetFileSizeMB", "rocksdb_target_file_mb", 64, _int_at_least(1),
-                "Size of the SST files RocksDB's compactions write, in MiB. A compaction rewrites whole "
-                "files, and every file it writes is uploaded at the next commit.", "an integer >= 1"),
-    Declaration("rocksdb.maxBytesForLevelBaseMB", "rocksdb_level_base_mb", 256, _int_at_least(1),
-                "Size of RocksDB's first level below level 0, in MiB; each level below is 10 times "
-                "larger. Level-0 files are merged into this level, so it bounds what that merge rewrites.",
+    Declaration("rocksdb.targetFileSizeMB", "rocksdb_target_file_mb", 8, _int_at_least(1),
+                "Size of the SST files RocksDB's compactions write, in MiB (RocksDB's own default is 64). A "
+                "compaction rewrites whole files, and every file it writes is uploaded at the next commit.",
                 "an integer >= 1"),
+    Declaration("rocksdb.maxBytesForLevelBaseMB", "rocksdb_level_base_mb", 16, _int_at_least(1),
+                "Size of RocksDB's first level below level 0, in MiB (RocksDB's own default is 256); each "
+                "level below is 10 times larger. Level-0 files are merged into this level, so it bounds "
+                "what that merge rewrites. A commit's flush is a level-0 file of a few MiB, so the level is "
+                "sized like level 0 at its compaction trigger, as RocksDB's tuning guide advises "
+                "(docs/benchmarks.md has the measurements).", "an integer >= 1"),
     Declaration("rocksdb.bloomFilterBitsPerKey", "rocksdb_bloom_bits", 10, _int_at_least(0),
                 "Bits per key of the RocksDB bloom filter (0 turns it off).", "an integer >= 0"),
     Declaration("rocksdb.compression", "rocksdb_compression", "lz4", _choice(*COMPRESSIONS),
@@ -249,8 +252,8 @@ class Settings:
     local_dir: str | None = None
     rocksdb_block_cache_mb: int = 32
     rocksdb_write_buffer_mb: int = 64
-    rocksdb_target_file_mb: int = 64
-    rocksdb_level_base_mb: int = 256
+    rocksdb_target_file_mb: int = 8
+    rocksdb_level_base_mb: int = 16
     rocksdb_bloom_bits: int = 10
     rocksdb_compression: str = "lz4"
     rocksdb_change_log: bool = False

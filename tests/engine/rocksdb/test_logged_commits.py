@@ -181,6 +181,25 @@ def test_a_corrupt_change_log_is_named_on_load(tmp_path):
         reader.close()
 
 
+def test_a_missing_change_log_is_named_on_load_and_the_flushed_version_still_loads(tmp_path):
+    writer = _store(tmp_path)
+    try:
+        expected = _commit_versions(writer, 2)
+    finally:
+        writer.close()
+    (log_version, ref) = CommittedFiles.of(writer.file_manager.read_manifest(2)).logs[-1]
+    assert log_version == 2
+    (tmp_path / "ckpt" / "state" / "0" / "1" / "sparkstate" / "files" / ref.remote).unlink()
+    reader = _store(tmp_path, "reader")
+    try:
+        with pytest.raises(CorruptCheckpointError, match=f"{ref.remote} listed by version 2 is missing"):
+            reader.load(2)
+        reader.load(1)  # the failed load left nothing behind that the flushed version would read
+        assert contents(reader) == expected[1]
+    finally:
+        reader.close()
+
+
 def test_a_store_that_flushes_every_commit_opens_and_continues_a_logged_version(tmp_path):
     """Turning the setting off (or down) on a running query: the versions written with it still load."""
     writer = _store(tmp_path)

@@ -44,7 +44,7 @@ def _live_options(local: str) -> dict[str, str]:
 
 
 def test_sst_file_and_level_sizes_reach_rocksdb(tmp_path):
-    for name, settings, expected in [("defaults", {}, (64 << 20, 256 << 20)),
+    for name, settings, expected in [("defaults", {}, (8 << 20, 16 << 20)),
                                      ("set", {"rocksdb_target_file_mb": 3, "rocksdb_level_base_mb": 5},
                                       (3 << 20, 5 << 20))]:
         local = str(tmp_path / name / "local")
