@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 import pytest
@@ -54,3 +55,44 @@ def write_sample_checkpoint(ckpt: str, backend: str) -> None:
     for batch in range(BATCHES):
         write_log(ckpt, "offsets", batch)
         write_log(ckpt, "commits", batch)
+
+
+@dataclasses.dataclass
+class V2Checkpoint:
+    """A checkpoint under Spark's format v2 where version 3 of partition 1 has two commit attempts: the one
+    the commit log recorded (`recorded`, 30 keys) and a zombie's published after it (`zombie`, 35 keys),
+    so that `3.manifest` is the zombie's."""
+    path: str
+    recorded: str
+    zombie: str
+
+
+def write_v2_checkpoint(ckpt: str, backend: str) -> V2Checkpoint:
+    ids: list[list[str]] = [[] for _ in range(3)]  # per batch: the recorded attempt of each partition
+    for p in range(PARTITIONS):
+        store = _open_v2(ckpt, p, f"w{p}", backend)
+        previous = None
+        for batch in range(3):
+            store.load(batch, previous)
+            store.apply_batch([kv(100 * batch + 10 * p + i) for i in range(10)])
+            previous = store.commit().checkpoint_id
+            ids[batch].append(previous)
+        store.close()
+    zombie = _open_v2(ckpt, 1, "zombie", backend)
+    zombie.load(2, ids[1][1])
+    zombie.apply_batch([kv(900 + i, b"zombie") for i in range(15)])
+    zombie_id = zombie.commit().checkpoint_id
+    zombie.close()
+    os.makedirs(f"{ckpt}/commits", exist_ok=True)
+    for batch in range(3):
+        write_log(ckpt, "offsets", batch)
+        recorded = ",".join(f"[{json.dumps(i)}]" for i in ids[batch])
+        with open(f"{ckpt}/commits/{batch}", "w") as f:
+            f.write('v2\n{"nextBatchWatermarkMs":0,"stateUniqueIds":{"0":[%s]}}' % recorded)
+    return V2Checkpoint(ckpt, ids[2][1], zombie_id)
+
+
+def _open_v2(ckpt: str, partition: int, instance: str, backend: str) -> Store:
+    spec = dataclasses.replace(make_spec(f"file:{ckpt}/state/0/{partition}", instance, backend=backend),
+                               partition_id=partition, num_partitions=PARTITIONS, checkpoint_ids=True)
+    return Store(spec, f"{ckpt}/../local")

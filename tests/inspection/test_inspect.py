@@ -10,7 +10,7 @@ from sparkstate.cli import main as cli_main
 from sparkstate.keygroups import key_group
 
 from ..engine.conftest import backend_name, contents
-from .conftest import BATCHES, PARTITIONS, open_store
+from .conftest import BATCHES, PARTITIONS, open_store, write_v2_checkpoint
 
 
 def _inspect(ckpt: str, capsys, *extra: str) -> tuple[int, str]:
@@ -96,3 +96,11 @@ def test_files_only_reads_no_state(query, capsys):
 def test_a_path_without_state_is_refused(tmp_path, capsys):
     assert cli_main(["inspect", "--checkpoint", str(tmp_path / "nothing")]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_v2_the_recorded_attempt_is_shown_not_the_last_published(tmp_path, capsys, backend):
+    v2 = write_v2_checkpoint(str(tmp_path / "ckpt"), backend)
+    code, out = _inspect(v2.path, capsys, "--json")
+    assert code == 0, out
+    partition_1 = next(s for s in json.loads(out)["stores"] if s["partitionId"] == 1)
+    assert partition_1["keys"] == 30 and partition_1["versions"][-1]["keys"] == 30  # the zombie's has 35

@@ -11,7 +11,7 @@ from sparkstate.cli import main as cli_main
 from sparkstate.storage import fileio_for
 
 from ..engine.conftest import contents, kv
-from .conftest import PARTITIONS, open_store, write_log
+from .conftest import PARTITIONS, open_store, write_log, write_v2_checkpoint
 
 
 def _verify(ckpt: str, capsys, *extra: str) -> tuple[int, str]:
@@ -112,3 +112,45 @@ def test_a_roll_back_asks_first(query, capsys, monkeypatch):
     code, out = _verify(query, capsys, "--rollback-to", "3")
     assert code == 1 and "nothing removed" in out
     assert os.path.exists(f"{query}/commits/3")
+
+
+# ---- checkpoint format v2: the attempt Spark recorded is the version ----------------------------------
+
+def _only_in(ckpt: str, version: int, attempt: str, other: str) -> str:
+    """A checkpoint file that attempt `attempt` of partition 1's `version` lists and `other` does not."""
+    location = f"{ckpt}/state/0/1"
+    fm = CheckpointFileManager(location, fileio_for(location))
+    names = set(fm.read_manifest(version, attempt).remote_names()) - set(fm.read_manifest(version, other).remote_names())
+    return f"{_store_dir(ckpt, 1)}/files/{sorted(names)[0]}"
+
+
+def test_v2_a_damaged_zombie_attempt_does_not_make_the_recorded_version_damaged(tmp_path, capsys, backend):
+    v2 = write_v2_checkpoint(str(tmp_path / "ckpt"), backend)
+    os.remove(_only_in(v2.path, 3, v2.zombie, v2.recorded))  # `3.manifest` is the zombie's
+    code, out = _verify(v2.path, capsys)
+    assert code == 0 and "verdict: OK, 2 stores" in out, out
+
+
+def test_v2_a_damaged_recorded_attempt_is_found_and_its_attempts_rolled_back(tmp_path, capsys, backend):
+    v2 = write_v2_checkpoint(str(tmp_path / "ckpt"), backend)
+    os.remove(_only_in(v2.path, 3, v2.recorded, v2.zombie))
+    code, out = _verify(v2.path, capsys)
+    assert code == 1 and "DAMAGED: version 3 cannot be loaded" in out and "is missing" in out, out
+    manifests = f"{_store_dir(v2.path, 1)}/manifests"
+    assert f"{manifests}/3_{v2.zombie}.manifest" in out and f"{manifests}/3.manifest" in out
+
+    code, out = _verify(v2.path, capsys, "--rollback-to", "2", "--yes")
+    assert code == 0, out
+    for p in range(PARTITIONS):
+        assert not [n for n in os.listdir(f"{_store_dir(v2.path, p)}/manifests") if n.startswith("3")]
+    code, out = _verify(v2.path, capsys)
+    assert code == 0 and "loadable versions: 1-2" in out, out
+
+
+def test_v2_a_commit_log_naming_attempts_the_store_lacks_is_a_problem(tmp_path, capsys, backend):
+    v2 = write_v2_checkpoint(str(tmp_path / "ckpt"), backend)
+    raw = open(f"{v2.path}/commits/2").read()
+    with open(f"{v2.path}/commits/2", "w") as f:
+        f.write(raw.replace(v2.recorded, "0b5e55ed-0000-4000-8000-000000000000"))
+    code, out = _verify(v2.path, capsys)
+    assert code == 1 and "holds the manifest of none of them for version 3" in out, out

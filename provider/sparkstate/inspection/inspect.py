@@ -20,7 +20,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ..checkpoint import CheckpointFileManager
+from ..checkpoint.file_manager import parse_manifest_name
 from ..checkpoint.location import discover_stores, spark_store_location
+from ..checkpoint.recorded_attempts import RecordedAttempts, read_recorded_manifest
 from ..checkpoint.spark_logs import SparkLogs, parse_state_schema, read_operator_metadata
 from ..config import PREFIX, PROVIDER_CLASS, PROVIDER_CLASS_KEY
 from ..errors import CheckpointError, SparkstateError
@@ -73,6 +75,7 @@ class StoreFigures:
     backend: str | None = None
     versions: list[VersionFigures] = field(default_factory=list)
     version: int | None = None  # the version whose contents were read
+    checkpoint_id: str | None = None  # its attempt, under checkpoint format v2
     keys: int | None = None
     live_bytes: int | None = None
     problem: str | None = None
@@ -167,9 +170,10 @@ def inspect_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO, st
         settings[PREFIX + "stateLocation"] = state_location
     rels = discover_stores(state_root, state_fileio)
     if rels:
+        attempts = RecordedAttempts(logs, commits)
         with tempfile.TemporaryDirectory(prefix="sparkstate-inspect-") as scratch:
             for i, rel in enumerate(rels):
-                report.stores.append(_our_store(report, rel, state_fileio, read_contents, scratch,
+                report.stores.append(_our_store(report, rel, state_fileio, attempts, read_contents, scratch,
                                                 settings, s3a or {}))
                 if progress:
                     progress(i + 1, len(rels))
@@ -208,24 +212,28 @@ def _schemas(fileio: FileIO, checkpoint: str) -> list[StoreSchema]:
     return out
 
 
-def _our_store(report: InspectReport, rel: str, io: FileIO, read_contents: bool, scratch: str,
-               settings_conf: dict[str, str], s3a: dict[str, str]) -> StoreFigures:
+def _our_store(report: InspectReport, rel: str, io: FileIO, attempts: RecordedAttempts, read_contents: bool,
+               scratch: str, settings_conf: dict[str, str], s3a: dict[str, str]) -> StoreFigures:
     m = _STORE_RE.match(rel)
     op, part, name = (int(m.group(1)), int(m.group(2)), m.group(3) or "default") if m else (-1, -1, rel)
     figures = StoreFigures(rel, op, part, name)
     fm = CheckpointFileManager(io.join(report.state_root, rel), io)
     try:
-        versions = fm.versions()
+        names = io.list(fm.manifests_dir)
     except (CheckpointError, OSError) as e:
         figures.problem = f"manifests unreadable: {e}"
         return figures
+    versions = sorted({p[0] for name in names if (p := parse_manifest_name(name))})
+    attempt_of: dict[int, str | None] = {}
     before: frozenset[str] = frozenset()
     for v in versions:
         try:
-            manifest = fm.read_manifest(v)
+            candidates = attempts.candidates(v, op, part) if m else None
+            manifest = read_recorded_manifest(fm, v, candidates, names)
         except (CheckpointError, OSError) as e:
             figures.problem = f"version {v}: {e}"
             continue
+        attempt_of[v] = None if candidates is None else manifest.checkpoint_id
         figures.backend = manifest.backend
         sizes = {f.remote: f.size for f in manifest.files}
         private = sum(p.size for p in manifest.private_files)
@@ -236,7 +244,7 @@ def _our_store(report: InspectReport, rel: str, io: FileIO, read_contents: bool,
     wanted = report.version if report.version is not None else (versions[-1] if versions else None)
     if wanted is None or figures.figures_of(wanted) is None:
         return figures
-    figures.version = wanted
+    figures.version, figures.checkpoint_id = wanted, attempt_of.get(wanted)
     figures.keys = figures.figures_of(wanted).keys  # type: ignore[union-attr]
     if read_contents and figures.problem is None:
         try:
@@ -264,7 +272,7 @@ def _read_contents(report: InspectReport, figures: StoreFigures, scratch: str, s
     store = Store(spec, local_root=scratch)
     groups, live, keys = [], 0, 0
     try:
-        store.load(figures.version)  # type: ignore[arg-type]
+        store.load(figures.version, figures.checkpoint_id)  # type: ignore[arg-type]
         for chunk in store.scan(b"", SCAN_ROWS, SCAN_BYTES):
             key_list = [k for k, _ in chunk]
             lens = np.fromiter(map(len, key_list), dtype=np.int64, count=len(key_list))

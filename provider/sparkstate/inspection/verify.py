@@ -14,9 +14,13 @@ listed as such.
 
 Roll-back to version N (`rollback_plan`, `apply_rollback`): Spark re-runs batch N, which reads version N,
 when its offset log ends at N and its commit log at N-1. So: remove the commit log entries >= N, the
-offset log entries > N, every store's manifests of versions > N, and the entries >= N of the query's file
-sinks' logs (a file sink skips a batch it has logged, and a skipped batch commits no state). Spark's logs
-go first: interrupted midway, the query already restarts at N, and running the roll-back again finishes it.
+offset log entries > N, every store's manifests of versions > N (under checkpoint format v2 its attempt
+manifests too), and the entries >= N of the query's file sinks' logs (a file sink skips a batch it has
+logged, and a skipped batch commits no state). Spark's logs go first: interrupted midway, the query
+already restarts at N, and running the roll-back again finishes it.
+
+Under checkpoint format v2 a version is the commit attempt Spark's commit log recorded, which need not be
+the one `<v>.manifest` copies (checkpoint/recorded_attempts.py): that attempt is the one checked.
 """
 from __future__ import annotations
 
@@ -27,8 +31,9 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..checkpoint import CheckpointFileManager, Manifest
-from ..checkpoint.file_manager import version_ranges
+from ..checkpoint.file_manager import parse_manifest_name, version_ranges
 from ..checkpoint.location import discover_stores, query_key, state_root
+from ..checkpoint.recorded_attempts import RecordedAttempts, read_recorded_manifest
 from ..checkpoint.spark_logs import SparkLogs
 from ..engine.heap.chain import Chain
 from ..errors import CheckpointError, SparkstateError
@@ -58,6 +63,7 @@ class StoreCheck:
     beyond: list[int] = field(default_factory=list)
     abandoned: bool = False           # a partition the query no longer has (left by a rescale)
     backend: str | None = None
+    manifest_names: list[str] = field(default_factory=list)  # every manifest file (attempts too)
 
     def check_of(self, version: int) -> VersionCheck | None:
         return next((c for c in self.versions if c.version == version), None)
@@ -124,17 +130,19 @@ def verify_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO,
     if note:
         report.notes.append(note)
     expected_key = query_key(checkpoint) if state_location else None
+    attempts = RecordedAttempts(logs, commits)
     with tempfile.TemporaryDirectory(prefix="sparkstate-verify-", dir=scratch_dir) as scratch:
         checked: dict[str, str | None] = {}  # remote name -> problem (None: intact), each file read once
         for rel in discover_stores(root, state_fileio):
-            report.stores.append(_check_store(root, rel, state_fileio, report, expected_key, scratch, checked))
+            report.stores.append(_check_store(root, rel, state_fileio, report, expected_key, attempts, scratch,
+                                              checked))
     if not report.stores:
         report.notes.append(f"no sparkstate store under {root}")
     return report
 
 
 def _check_store(root: str, rel: str, io: FileIO, report: VerifyReport, expected_key: str | None,
-                 scratch: str, checked: dict[str, str | None]) -> StoreCheck:
+                 attempts: RecordedAttempts, scratch: str, checked: dict[str, str | None]) -> StoreCheck:
     location = io.join(root, rel) if rel else root
     fm = CheckpointFileManager(location, io)
     store = StoreCheck(rel, location, fm.manifests_dir)
@@ -143,10 +151,11 @@ def _check_store(root: str, rel: str, io: FileIO, report: VerifyReport, expected
     if place is not None and report.num_partitions is not None and place[1] >= report.num_partitions:
         store.abandoned = True
     try:
-        versions = fm.versions()
+        store.manifest_names = io.list(fm.manifests_dir)
     except (CheckpointError, OSError) as e:
         store.versions.append(VersionCheck(-1, [f"manifests unreadable: {e}"]))
         return store
+    versions = sorted({p[0] for name in store.manifest_names if (p := parse_manifest_name(name))})
     limit = report.last_batch + 1 if report.last_batch is not None else None
     store.beyond = [v for v in versions if limit is not None and v > limit]
     versions = [v for v in versions if v not in store.beyond]
@@ -155,15 +164,17 @@ def _check_store(root: str, rel: str, io: FileIO, report: VerifyReport, expected
         check = VersionCheck(v)
         store.versions.append(check)
         try:
-            manifest = fm.read_manifest(v)
+            candidates = attempts.candidates(v, place[0], place[1]) if place is not None else None
+            manifest = read_recorded_manifest(fm, v, candidates, store.manifest_names)
         except (CheckpointError, OSError) as e:
             check.problems.append(str(e))
             continue
         store.backend = store.backend or manifest.backend
-        check.problems.extend(_identity_problems(manifest, place, expected_key, fm.manifest_path(v)))
+        path = fm.manifest_path(v, None if candidates is None else manifest.checkpoint_id)
+        check.problems.extend(_identity_problems(manifest, place, expected_key, path))
         if manifest.backend == "heap":
             try:
-                Chain.of(manifest, fm.manifest_path(v))
+                Chain.of(manifest, path)
             except CheckpointError as e:
                 check.problems.append(str(e))
         check.problems.extend(_file_problems(fm, manifest, scratch, checked))
@@ -252,8 +263,10 @@ def rollback_plan(report: VerifyReport, target: int, file_sinks: Iterable[tuple[
     paths = [f"{ckpt}/commits/{b}" for b in sorted(report.commit_batches, reverse=True) if b >= target]
     paths += [f"{ckpt}/offsets/{b}" for b in sorted(report.offset_batches, reverse=True) if b > target]
     for s in report.stores:
-        above = [c.version for c in s.versions if c.version > target] + s.beyond
-        paths += [f"{s.manifests_dir}/{v}.manifest" for v in sorted(set(above), reverse=True)]
+        above = {c.version for c in s.versions if c.version > target} | set(s.beyond)
+        names = [(p[0], p[1] is None, n) for n in s.manifest_names if (p := parse_manifest_name(n)) and p[0] in above]
+        # newest version first; a version's attempt manifests (format v2) before its `<v>.manifest`
+        paths += [f"{s.manifests_dir}/{n}" for _, _, n in sorted(names, key=lambda t: (-t[0], t[1], t[2]))]
     last = report.last_batch if report.last_batch is not None else -1
     for fio, sink in file_sinks:
         paths += file_sink_rollback_entries(fio, sink, target, last)
