@@ -63,6 +63,11 @@ def parse_manifest_name(name: str) -> tuple[int, str | None] | None:
     return None
 
 
+def versions_of(manifest_names: Iterable[str]) -> list[int]:
+    """The versions, ascending, that a manifests directory's file names hold (attempt manifests too)."""
+    return sorted({p[0] for name in manifest_names if (p := parse_manifest_name(name))})
+
+
 def check_checkpoint_id(checkpoint_id: str) -> str:
     """A checkpoint id becomes part of a file name: letters, digits and dashes only (Spark's are UUIDs)."""
     if not _ATTEMPT_RE.match(f"0_{checkpoint_id}.manifest"):
@@ -157,7 +162,7 @@ class CheckpointFileManager:
     # ---- versions -------------------------------------------------------------------------------
     def versions(self) -> list[int]:
         """Committed versions, ascending."""
-        return sorted({p[0] for name in self.fileio.list(self.manifests_dir) if (p := parse_manifest_name(name))})
+        return versions_of(self.fileio.list(self.manifests_dir))
 
     def latest_version(self) -> int | None:
         vs = self.versions()

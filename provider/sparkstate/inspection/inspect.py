@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..checkpoint import CheckpointFileManager
-from ..checkpoint.file_manager import parse_manifest_name
+from ..checkpoint.file_manager import versions_of
 from ..checkpoint.location import discover_stores, spark_store_location
 from ..checkpoint.recorded_attempts import RecordedAttempts, read_recorded_manifest
 from ..checkpoint.spark_logs import SparkLogs, parse_state_schema, read_operator_metadata
@@ -223,7 +223,7 @@ def _our_store(report: InspectReport, rel: str, io: FileIO, attempts: RecordedAt
     except (CheckpointError, OSError) as e:
         figures.problem = f"manifests unreadable: {e}"
         return figures
-    versions = sorted({p[0] for name in names if (p := parse_manifest_name(name))})
+    versions = versions_of(names)
     attempt_of: dict[int, str | None] = {}
     before: frozenset[str] = frozenset()
     for v in versions:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..checkpoint import CheckpointFileManager, Manifest
-from ..checkpoint.file_manager import parse_manifest_name, version_ranges
+from ..checkpoint.file_manager import parse_manifest_name, version_ranges, versions_of
 from ..checkpoint.location import discover_stores, query_key, state_root
 from ..checkpoint.recorded_attempts import RecordedAttempts, read_recorded_manifest
 from ..checkpoint.spark_logs import SparkLogs
@@ -155,7 +155,7 @@ def _check_store(root: str, rel: str, io: FileIO, report: VerifyReport, expected
     except (CheckpointError, OSError) as e:
         store.versions.append(VersionCheck(-1, [f"manifests unreadable: {e}"]))
         return store
-    versions = sorted({p[0] for name in store.manifest_names if (p := parse_manifest_name(name))})
+    versions = versions_of(store.manifest_names)
     limit = report.last_batch + 1 if report.last_batch is not None else None
     store.beyond = [v for v in versions if limit is not None and v > limit]
     versions = [v for v in versions if v not in store.beyond]

@@ -11,7 +11,7 @@ import errno
 import os
 import uuid
 from contextlib import contextmanager
-from typing import Any, BinaryIO, Iterable, Iterator
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 from .. import liveness
 from ..errors import local_disk_error
@@ -145,7 +145,9 @@ class LocalFileIO(FileIO):
         # the copy: no bytes move. Elsewhere (another mount, no hard links) the bytes are copied.
         target = local_path(path)
         with _named("write", target):
-            if not self._link(local_path_, target):
+            try:
+                _replace_via_tmp(target, lambda tmp: _link_fsynced(local_path_, tmp))
+            except _CannotLink:
                 self._copy(local_path_, target)
 
     def download_file(self, path: str, local_path_: str) -> None:
@@ -197,46 +199,50 @@ class LocalFileIO(FileIO):
         return out
 
     @staticmethod
-    def _link(src: str, dst: str) -> bool:
-        """Hard-link `src` as `dst`, durably; False if this file system cannot link them (nothing done)."""
-        directory = os.path.dirname(dst) or "."
-        os.makedirs(directory, exist_ok=True)
-        tmp = _tmp_sibling(dst)
-        try:
-            os.link(src, tmp)
-        except OSError as e:
-            if e.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
-                return False
-            raise
-        try:
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)  # the content is the writer's; make sure it reached the disk
-            finally:
-                os.close(fd)
-            os.replace(tmp, dst)
-        except BaseException:
-            _remove_quietly(tmp)
-            raise
-        _fsync_dir(directory)
-        return True
-
-    @staticmethod
     def _copy(src: str, dst: str) -> None:
-        os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
-        tmp = _tmp_sibling(dst)
-        try:
-            with open(src, "rb") as fin, open(tmp, "wb") as fout:
-                while chunk := fin.read(_CHUNK):
-                    fout.write(chunk)
-                    liveness.tick()  # a large copy is progress, not a hang (worker heartbeat)
-                fout.flush()
-                os.fsync(fout.fileno())
-            os.replace(tmp, dst)
-        except BaseException:
-            _remove_quietly(tmp)
-            raise
-        _fsync_dir(os.path.dirname(dst) or ".")
+        _replace_via_tmp(dst, lambda tmp: _copy_fsynced(src, tmp))
+
+
+class _CannotLink(Exception):
+    """This file system cannot hard-link the two paths (another mount, or no hard links at all)."""
+
+
+def _replace_via_tmp(target: str, fill: Callable[[str], None]) -> None:
+    """Make `target` appear complete or not at all: `fill` writes a private temporary sibling (durably),
+    which is renamed over `target`; then the directory entry is made durable."""
+    directory = os.path.dirname(target) or "."
+    os.makedirs(directory, exist_ok=True)
+    tmp = _tmp_sibling(target)
+    try:
+        fill(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+    _fsync_dir(directory)
+
+
+def _link_fsynced(src: str, tmp: str) -> None:
+    try:
+        os.link(src, tmp)
+    except OSError as e:
+        if e.errno in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise _CannotLink() from e
+        raise
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # the content is the writer's; make sure it reached the disk
+    finally:
+        os.close(fd)
+
+
+def _copy_fsynced(src: str, tmp: str) -> None:
+    with open(src, "rb") as fin, open(tmp, "wb") as fout:
+        while chunk := fin.read(_CHUNK):
+            fout.write(chunk)
+            liveness.tick()  # a large copy is progress, not a hang (worker heartbeat)
+        fout.flush()
+        os.fsync(fout.fileno())
 
 
 def _remove_quietly(path: str) -> None:
