@@ -159,8 +159,13 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "user's, where <base> is the application's first scratch directory from the cluster manager "
                 "(YARN's LOCAL_DIRS, a standalone worker's SPARK_EXECUTOR_DIRS, SPARK_LOCAL_DIRS), which it "
                 "removes with the application, else the system temp directory.", "an absolute local path"),
-    Declaration("rocksdb.blockCacheSizeMB", "rocksdb_block_cache_mb", 32, _int_at_least(0),
-                "RocksDB block cache per store, in MiB.", "an integer >= 0"),
+    Declaration("rocksdb.blockCacheSizeMB", "rocksdb_block_cache_mb", 64, _int_at_least(0),
+                "RocksDB block cache of a worker process, in MiB, shared by every RocksDB store the worker "
+                "holds (0 turns it off). RocksDB keeps the blocks of deleted files until they are evicted, "
+                "so each cache fills to its size in a long run; one per worker bounds that memory whatever "
+                "the number of stores, and lets a large store use the room small ones leave. A worker "
+                "serves one task slot at a time, so an executor holds up to spark.sql.streaming."
+                "stateStore.sparkstate.maxWorkers of them.", "an integer >= 0"),
     Declaration("rocksdb.writeBufferSizeMB", "rocksdb_write_buffer_mb", 64, _int_at_least(1),
                 "RocksDB memtable size per store, in MiB.", "an integer >= 1"),
     Declaration("rocksdb.targetFileSizeMB", "rocksdb_target_file_mb", 8, _int_at_least(1),
@@ -250,7 +255,7 @@ class Settings:
     shm_dir: str | None = None
     key_filter_max_keys: int = 4_000_000
     local_dir: str | None = None
-    rocksdb_block_cache_mb: int = 32
+    rocksdb_block_cache_mb: int = 64
     rocksdb_write_buffer_mb: int = 64
     rocksdb_target_file_mb: int = 8
     rocksdb_level_base_mb: int = 16

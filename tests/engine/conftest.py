@@ -23,8 +23,8 @@ def make_spec(checkpoint: str, instance_id: str = "inst-1", retain: int = 100, *
     return StoreSpec(checkpoint_location=checkpoint, operator_id=0, partition_id=1, store_name="default",
                      instance_id=instance_id, query_run_id="run-1", key_schema_json="{}", value_schema_json="{}",
                      num_cols_prefix_key=0, num_partitions=4, min_versions_to_retain=retain,
-                     settings=dataclasses.replace(Settings(), rocksdb_write_buffer_mb=1, rocksdb_block_cache_mb=1,
-                                                  **settings))
+                     settings=dataclasses.replace(Settings(), **{"rocksdb_write_buffer_mb": 1,
+                                                                 "rocksdb_block_cache_mb": 1, **settings}))
 
 
 BACKENDS = ("rocksdb", "heap", "rocksdb-logged")

@@ -29,6 +29,7 @@ from ...checkpoint import Manifest
 from ...errors import StoreStateError
 from ..backend import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
 from ..journal import DeltaJournal
+from .block_cache import BlockCacheLease
 from .cursor import RocksDBCursor
 from .options import make_options
 from .restore import RestoredDir, choose_restore
@@ -57,6 +58,7 @@ class RocksDBBackend(Backend):
         self.ctx = ctx
         self._journaling = ctx.settings.rocksdb_change_log or ctx.settings.rocksdb_flush_every > 1
         self._db: rocksdict.Rdict | None = None
+        self._cache: BlockCacheLease | None = None  # held while the database is open
         self._open(restored)
         self._base = base
         self._known: dict[bytes, bool] = {}
@@ -67,8 +69,14 @@ class RocksDBBackend(Backend):
 
     def _open(self, restored: RestoredDir) -> None:
         """Open a restored directory and replay its change logs (the writes after its SST set)."""
-        options, self._cache = make_options(self.ctx.settings)
-        db = rocksdict.Rdict(restored.db_dir, options)
+        mb = self.ctx.settings.rocksdb_block_cache_mb
+        self._cache = BlockCacheLease(mb) if mb > 0 else None
+        try:
+            db = rocksdict.Rdict(restored.db_dir, make_options(self.ctx.settings,
+                                                              self._cache.cache if self._cache else None))
+        except BaseException:
+            self._release_cache()
+            raise
         try:
             wo = rocksdict.WriteOptions()
             wo.disable_wal = True
@@ -83,6 +91,7 @@ class RocksDBBackend(Backend):
                 db.write(batch)
         except BaseException:
             db.close()
+            self._release_cache()
             raise
         self._db = db
         self.db_dir, self._num_keys = restored.db_dir, restored.num_keys
@@ -205,7 +214,7 @@ class RocksDBBackend(Backend):
         for prop in ("rocksdb.size-all-mem-tables", "rocksdb.estimate-table-readers-mem"):
             total += db.property_int_value(prop) or 0
         if self._cache is not None:
-            total += self._cache.get_usage()
+            total += self._cache.usage_share()
         return total
 
     # ---- snapshot -------------------------------------------------------------------------------
@@ -270,6 +279,12 @@ class RocksDBBackend(Backend):
         self._known.clear()
         if db is not None:
             db.close()
+        self._release_cache()
+
+    def _release_cache(self) -> None:
+        cache, self._cache = self._cache, None
+        if cache is not None:
+            cache.release()
 
 
 def open_rocksdb_backend(ctx: BackendContext, manifest: Manifest | None) -> RocksDBBackend:

@@ -27,7 +27,7 @@ from .restore import RestoredDir
 class SstBulkLoader:
     def __init__(self, ctx: BackendContext) -> None:
         self.ctx = ctx
-        self._options, _ = make_options(ctx.settings)
+        self._options = make_options(ctx.settings, None)  # the SST writer reads nothing back
         self._sst_dir = os.path.join(ctx.layout.instance_dir, "ingest")
         os.makedirs(self._sst_dir, exist_ok=True)
         self._writer: Any = None  # SstFileWriter of the current source, opened at its first row

@@ -1,5 +1,5 @@
-"""RocksDB options of a store: raw byte keys, bloom filter, per-store memtable and block cache, compression,
-SST file and level sizes.
+"""RocksDB options of a store: raw byte keys, bloom filter, per-store memtable, the worker's shared block
+cache (block_cache.py), compression, SST file and level sizes.
 
 WAL off is set per write (see backend.py): durability comes from checkpoints, not the WAL.
 """
@@ -26,7 +26,8 @@ _COMPRESSION = {
 }
 
 
-def make_options(settings: Settings) -> tuple[rocksdict.Options, rocksdict.Cache | None]:
+def make_options(settings: Settings, block_cache: rocksdict.Cache | None) -> rocksdict.Options:
+    """Options for a database of a store; `block_cache` None turns RocksDB's block cache off."""
     opt = rocksdict.Options(raw_mode=True)
     opt.create_if_missing(True)
     opt.set_write_buffer_size(settings.rocksdb_write_buffer_mb << 20)
@@ -39,14 +40,12 @@ def make_options(settings: Settings) -> tuple[rocksdict.Options, rocksdict.Cache
     table = rocksdict.BlockBasedOptions()
     if settings.rocksdb_bloom_bits > 0:
         table.set_bloom_filter(settings.rocksdb_bloom_bits, False)
-    cache = None
-    if settings.rocksdb_block_cache_mb > 0:
-        cache = rocksdict.Cache(settings.rocksdb_block_cache_mb << 20)
-        table.set_block_cache(cache)
+    if block_cache is not None:
+        table.set_block_cache(block_cache)
     else:
         table.disable_cache()
     opt.set_block_based_table_factory(table)
-    return opt, cache
+    return opt
 
 
 
