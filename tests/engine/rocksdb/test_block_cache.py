@@ -52,6 +52,20 @@ def test_the_cache_usage_is_counted_once_over_the_stores(tmp_path):
         b.close()
 
 
+def test_a_rewind_keeps_the_cache_of_a_store_alone_on_it(tmp_path):
+    store = _store(tmp_path, "alone", mb=MB + 2)
+    try:
+        cache = store._backend._cache.cache  # type: ignore[union-attr]
+        store.apply_batch([kv(i, b"aborted") for i in range(10)])
+        store.abort()
+        assert store.load(1).source == "memory"  # rewound, not restored from the checkpoint
+        assert store._backend._cache.cache is cache and open_leases().get(MB + 2) == 1  # type: ignore[union-attr]
+        assert store.get(kv(3)[0]) == kv(3)[1]
+    finally:
+        store.close()
+    assert MB + 2 not in open_leases()
+
+
 def test_a_released_lease_stays_released():
     lease = BlockCacheLease(MB)
     assert open_leases().get(MB) == 1

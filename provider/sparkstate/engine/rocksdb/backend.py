@@ -258,14 +258,20 @@ class RocksDBBackend(Backend):
         base_version = self._base.version if self._base is not None else 0
         if self._db is None or version != base_version:
             return False
-        self.close()  # drops the change log too
-        self._version = base_version
-        restored = choose_restore(self.ctx, self._base).run()  # the lineage's files are in cache/
+        mb = self.ctx.settings.rocksdb_block_cache_mb
+        warm = BlockCacheLease(mb) if mb > 0 else None  # the worker's cache outlives the reopen
         try:
-            self._open(restored)
-        except BaseException:
-            shutil.rmtree(restored.db_dir, ignore_errors=True)
-            raise
+            self.close()  # drops the change log too
+            self._version = base_version
+            restored = choose_restore(self.ctx, self._base).run()  # the lineage's files are in cache/
+            try:
+                self._open(restored)
+            except BaseException:
+                shutil.rmtree(restored.db_dir, ignore_errors=True)
+                raise
+        finally:
+            if warm is not None:
+                warm.release()
         self.ctx.layout.remove_other_dbs(keep=restored.db_dir)
         return True
 
