@@ -68,16 +68,15 @@ class RocksDBBackend(Backend):
         self._changes_lost = not self._journaling  # writes since _version no journal holds
 
     def _open(self, restored: RestoredDir) -> None:
-        """Open a restored directory and replay its change logs (the writes after its SST set)."""
+        """Open a restored directory and replay its change logs (the writes after its SST set). The
+        worker's block cache is leased here unless the backend still holds its lease (a rewind)."""
         mb = self.ctx.settings.rocksdb_block_cache_mb
-        self._cache = BlockCacheLease(mb) if mb > 0 else None
+        if self._cache is None and mb > 0:
+            self._cache = BlockCacheLease(mb)
+        db = None
         try:
             db = rocksdict.Rdict(restored.db_dir, make_options(self.ctx.settings,
                                                               self._cache.cache if self._cache else None))
-        except BaseException:
-            self._release_cache()
-            raise
-        try:
             wo = rocksdict.WriteOptions()
             wo.disable_wal = True
             db.set_write_options(wo)
@@ -90,7 +89,8 @@ class RocksDBBackend(Backend):
                         batch.put(k, v)
                 db.write(batch)
         except BaseException:
-            db.close()
+            if db is not None:
+                db.close()
             self._release_cache()
             raise
         self._db = db
@@ -258,25 +258,24 @@ class RocksDBBackend(Backend):
         base_version = self._base.version if self._base is not None else 0
         if self._db is None or version != base_version:
             return False
-        mb = self.ctx.settings.rocksdb_block_cache_mb
-        warm = BlockCacheLease(mb) if mb > 0 else None  # the worker's cache outlives the reopen
+        self._close_db()  # keeps the block cache lease, so the worker's cache stays warm
+        self._version = base_version
+        restored = choose_restore(self.ctx, self._base).run()  # the lineage's files are in cache/
         try:
-            self.close()  # drops the change log too
-            self._version = base_version
-            restored = choose_restore(self.ctx, self._base).run()  # the lineage's files are in cache/
-            try:
-                self._open(restored)
-            except BaseException:
-                shutil.rmtree(restored.db_dir, ignore_errors=True)
-                raise
-        finally:
-            if warm is not None:
-                warm.release()
+            self._open(restored)
+        except BaseException:
+            shutil.rmtree(restored.db_dir, ignore_errors=True)
+            raise
         self.ctx.layout.remove_other_dbs(keep=restored.db_dir)
         return True
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def close(self) -> None:
+        self._close_db()
+        self._release_cache()
+
+    def _close_db(self) -> None:
+        """Close the cursors, the change log and the database; the block cache lease stays held."""
         for cursor in list(self._cursors):
             cursor.close()
         self._cursors.clear()
@@ -285,7 +284,6 @@ class RocksDBBackend(Backend):
         self._known.clear()
         if db is not None:
             db.close()
-        self._release_cache()
 
     def _release_cache(self) -> None:
         cache, self._cache = self._cache, None
