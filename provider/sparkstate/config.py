@@ -182,6 +182,14 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "Bits per key of the RocksDB bloom filter (0 turns it off).", "an integer >= 0"),
     Declaration("rocksdb.compression", "rocksdb_compression", "lz4", _choice(*COMPRESSIONS),
                 "Compression of RocksDB SST files.", ", ".join(COMPRESSIONS)),
+    Declaration("rocksdb.mmapReads", "rocksdb_mmap_reads", False, _bool,
+                "Read SST files through memory maps. With rocksdb.compression none, a get reads its block "
+                "where it lies in the page cache, with no read call, copy or block cache entry: with more "
+                "state than the block cache holds, gets cost about half, for SST files, checkpoints and "
+                "restores about twice as large (docs/benchmarks.md). The mapped pages count in the worker's "
+                "resident memory (as YARN's memory check sees it), and so the store's memoryUsedBytes "
+                "includes its SST files' bytes. With compression, blocks are still decompressed into the "
+                "block cache, and mapping gains little.", "true, false"),
     Declaration("rocksdb.changeLog", "rocksdb_change_log", False, _bool,
                 "RocksDB backend: keep each commit's writes in a change log file beside its SSTs (an Arrow "
                 "stream compressed as heap.compression, retained with its version), which Spark's change "
@@ -261,6 +269,7 @@ class Settings:
     rocksdb_level_base_mb: int = 16
     rocksdb_bloom_bits: int = 10
     rocksdb_compression: str = "lz4"
+    rocksdb_mmap_reads: bool = False
     rocksdb_change_log: bool = False
     rocksdb_flush_every: int = 1
     heap_snapshot_every: int = 10

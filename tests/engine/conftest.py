@@ -9,8 +9,11 @@ from sparkstate.engine import Store, StoreSpec
 from sparkstate.keygroups import storage_key
 
 
-# Variants of a backend under their own name: "rocksdb-logged" commits two versions in three as change logs.
-VARIANT_SETTINGS = {"rocksdb-logged": {"backend": "rocksdb", "rocksdb_flush_every": 3}}
+# Variants of a backend under their own name: "rocksdb-logged" commits two versions in three as change logs,
+# "rocksdb-mapped" reads uncompressed SST files through memory maps.
+VARIANT_SETTINGS = {"rocksdb-logged": {"backend": "rocksdb", "rocksdb_flush_every": 3},
+                    "rocksdb-mapped": {"backend": "rocksdb", "rocksdb_mmap_reads": True,
+                                       "rocksdb_compression": "none"}}
 
 
 def backend_name(variant: str) -> str:
@@ -27,7 +30,7 @@ def make_spec(checkpoint: str, instance_id: str = "inst-1", retain: int = 100, *
                                                                  "rocksdb_block_cache_mb": 1, **settings}))
 
 
-BACKENDS = ("rocksdb", "heap", "rocksdb-logged")
+BACKENDS = ("rocksdb", "heap", "rocksdb-logged", "rocksdb-mapped")
 
 
 @pytest.fixture(params=BACKENDS)

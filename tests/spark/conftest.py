@@ -63,6 +63,8 @@ VARIANTS = {
     "py4j": {"backend": "rocksdb", "transport": "py4j"},
     # two commits in three as change logs on the last flushed SST set, replayed on restart
     "rocksdb-logged": {"backend": "rocksdb", "rocksdb.flushEveryVersions": "3"},
+    # uncompressed SST files read through memory maps
+    "rocksdb-mapped": {"backend": "rocksdb", "rocksdb.compression": "none", "rocksdb.mmapReads": "true"},
 }
 DEFAULT_VARIANTS = ("rocksdb", "heap")
 

@@ -57,3 +57,28 @@ def test_sst_file_and_level_sizes_reach_rocksdb(tmp_path):
         finally:
             store.close()
         assert (int(options["target_file_size_base"]), int(options["max_bytes_for_level_base"])) == expected
+
+
+def test_mapped_reads_reach_rocksdb_and_the_mapped_files_count_as_memory(tmp_path):
+    """With rocksdb.mmapReads a read leaves its pages resident in the worker: the store's memory figure
+    includes its SST files' bytes."""
+    stores = {}
+    try:
+        for name, settings in [("plain", {}), ("mapped", {"rocksdb_mmap_reads": True,
+                                                           "rocksdb_compression": "none"})]:
+            local = str(tmp_path / name / "local")
+            store = stores[name] = Store(make_spec("file:" + str(tmp_path / name / "ckpt"), backend="rocksdb",
+                                                   **settings), local)
+            store.load(0)
+            store.apply_batch([kv(i, b"v" * 100) for i in range(20_000)])
+            store.commit()
+            store.load(1)
+            assert all(store.get(kv(i)[0]) == kv(i, b"v" * 100)[1] for i in range(0, 20_000, 97))
+            assert _live_options(local)["allow_mmap_reads"] == ("true" if name == "mapped" else "false")
+        sst = {name: s._backend._live().property_int_value("rocksdb.live-sst-files-size")  # type: ignore[attr-defined]
+               for name, s in stores.items()}
+        assert sst["mapped"] > 2 << 20  # more than the 1 MiB block cache the test stores have
+        assert stores["mapped"].metrics().memory_used_bytes >= sst["mapped"]
+    finally:
+        for store in stores.values():
+            store.close()

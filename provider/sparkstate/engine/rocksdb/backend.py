@@ -210,8 +210,11 @@ class RocksDBBackend(Backend):
         db = self._db
         if db is None:
             return 0
+        props = ["rocksdb.size-all-mem-tables", "rocksdb.estimate-table-readers-mem"]
+        if self.ctx.settings.rocksdb_mmap_reads:
+            props.append("rocksdb.live-sst-files-size")  # mapped: resident once read, like a cache's blocks
         total = 0
-        for prop in ("rocksdb.size-all-mem-tables", "rocksdb.estimate-table-readers-mem"):
+        for prop in props:
             total += db.property_int_value(prop) or 0
         if self._cache is not None:
             total += self._cache.usage_share()

@@ -1,5 +1,5 @@
 """RocksDB options of a store: raw byte keys, bloom filter, per-store memtable, the worker's shared block
-cache (block_cache.py), compression, SST file and level sizes.
+cache (block_cache.py), compression, SST file and level sizes, and reads through memory maps.
 
 WAL off is set per write (see backend.py): durability comes from checkpoints, not the WAL.
 """
@@ -37,6 +37,8 @@ def make_options(settings: Settings, block_cache: rocksdict.Cache | None) -> roc
     opt.set_max_manifest_file_size(MAX_ROCKSDB_MANIFEST_BYTES)
     opt.set_max_log_file_size(MAX_INFO_LOG_BYTES)
     opt.set_keep_log_file_num(INFO_LOG_FILES)
+    # Uncompressed blocks of a mapped file are read in place: no pread, copy or block cache insert per miss.
+    opt.set_allow_mmap_reads(settings.rocksdb_mmap_reads)
     table = rocksdict.BlockBasedOptions()
     if settings.rocksdb_bloom_bits > 0:
         table.set_bloom_filter(settings.rocksdb_bloom_bits, False)
