@@ -185,11 +185,11 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("rocksdb.mmapReads", "rocksdb_mmap_reads", False, _bool,
                 "Read SST files through memory maps. With rocksdb.compression none, a get reads its block "
                 "where it lies in the page cache, with no read call, copy or block cache entry: with more "
-                "state than the block cache holds, gets cost about half, for SST files, checkpoints and "
+                "state than the block cache holds, gets cost about 40% less, for SST files, checkpoints and "
                 "restores about twice as large (docs/benchmarks.md). The mapped pages count in the worker's "
                 "resident memory (as YARN's memory check sees it), and so the store's memoryUsedBytes "
                 "includes its SST files' bytes. With compression, blocks are still decompressed into the "
-                "block cache, and mapping gains little.", "true, false"),
+                "block cache, and mapping gains less.", "true, false"),
     Declaration("rocksdb.changeLog", "rocksdb_change_log", False, _bool,
                 "RocksDB backend: keep each commit's writes in a change log file beside its SSTs (an Arrow "
                 "stream compressed as heap.compression, retained with its version), which Spark's change "

@@ -12,6 +12,7 @@ BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "python", "bench")
     ("heap_table.py", ["--keys", "2000", "--ops", "500", "--repeats", "1"], "layout=packed"),
     ("heap_commit.py", ["--keys", "5000", "--written", "500", "--commits", "12"], "background full snapshot"),
     ("heap_scan.py", ["--keys", "2000", "--written", "200", "--repeats", "1"], "layout=dict"),
+    ("rocksdb_gets.py", ["--keys", "3000", "--gets", "500", "--repeats", "1"], "mapped+uncompressed"),
 ])
 def test_benchmark_runs(script, args, expect):
     done = subprocess.run([sys.executable, os.path.join(BENCH, script), *args], capture_output=True, text=True,
