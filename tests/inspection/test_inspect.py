@@ -8,6 +8,7 @@ from html.parser import HTMLParser
 
 from sparkstate.checkpoint.file_manager import CheckpointFileManager
 from sparkstate.cli import main as cli_main
+from sparkstate.inspection.inspect import InspectReport
 from sparkstate.keygroups import key_group
 from sparkstate.storage.local import LocalFileIO
 
@@ -67,12 +68,19 @@ def test_figures_match_the_stores_contents(query, capsys, backend):
     groups = [key_group(k) for entries in truth.values() for k in entries]
     expected = [sum(1 for g in groups if g % 3 == p) for p in range(3)]
     assert doc["predicted"][0]["keys"] == expected and doc["predicted"][0]["max"] == max(expected)
+    largest = max(groups.count(g) for g in set(groups))
+    assert doc["largestKeyGroup"]["0"]["keys"] == largest == groups.count(doc["largestKeyGroup"]["0"]["keyGroup"])
 
 
 def test_an_older_batch_and_the_table(query, capsys, backend):
     code, out = _inspect(query, capsys, "--batch", "1")
     assert code == 0, out
     assert "showing version 2" in out and "retained versions 1-4" in out
+    groups = [key_group(k) for entries in _truth(query, backend, 2).values() for k in entries]
+    largest = max(groups.count(g) for g in set(groups))
+    assert f"operator 0: at most {largest} keys share one key group (" in out, out
+    group = int(out.split("share one key group (")[1].split(",")[0])
+    assert groups.count(group) == largest and f", now in partition {group % PARTITIONS}); a rescale" in out
     name = backend_name(backend)
     assert f"0/0      {name}" in out or ("0/0" in out and name in out)
     code, out = _inspect(query, capsys, "--batch", "9")
@@ -124,3 +132,12 @@ def test_v2_the_recorded_attempt_is_shown_not_the_last_published(tmp_path, capsy
     assert code == 0, out
     partition_1 = next(s for s in json.loads(out)["stores"] if s["partitionId"] == 1)
     assert partition_1["keys"] == 30 and partition_1["versions"][-1]["keys"] == 30  # the zombie's has 35
+
+
+def test_key_group_notes_name_the_partition_by_spark_routing():
+    report = InspectReport(checkpoint="c", state_root="c/state", provider=None, last_batch=1, num_partitions=4,
+                           version=2, largest_key_group={0: (7, 1), 1: (-5, 3)})
+    assert report.key_group_notes() == [
+        "operator 0: every key has a key group of its own",
+        "operator 1: at most 3 keys share one key group (-5, now in partition 3); a rescale keeps a key "
+        "group's keys in one partition"]  # pmod(-5, 4) == 3, as Spark routes a negative hash

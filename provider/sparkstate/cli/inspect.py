@@ -97,8 +97,8 @@ def _print(report, out: Output) -> None:
     for b in report.balance:
         out.line(f"operator {b.operator_id}: keys per partition now (of {b.partitions}): max {b.max}, mean "
                  f"{b.mean:.1f}, max/mean {b.skew:.2f}")
-    for op, (group, keys) in sorted(report.largest_key_group.items()):
-        out.line(f"operator {op}: largest key group {group} holds {keys} keys")
+    for note in report.key_group_notes():
+        out.line(note)
     for b in report.predicted:
         out.line(f"operator {b.operator_id}: after a rescale to {b.partitions} partitions: max {b.max}, mean "
                  f"{b.mean:.1f}, max/mean {b.skew:.2f} keys per partition")

@@ -167,8 +167,7 @@ def render_html(report: InspectReport) -> str:
     if report.balance or report.predicted:
         out.append("<h2>Keys per partition</h2>")
         out.extend(_balance_chart(b, "now", _BLUE) for b in report.balance)
-        for op, (group, keys) in sorted(report.largest_key_group.items()):
-            out.append(f'<p class="note">operator {op}: the largest key group ({group}) holds {keys:,} keys</p>')
+        out.extend(f'<p class="note">{escape(note)}</p>' for note in report.key_group_notes())
     if report.predicted:
         out.append(f"<h2>After a rescale to {report.predicted[0].partitions} partitions (predicted)</h2>")
         out.extend(_balance_chart(b, "predicted", _ORANGE) for b in report.predicted)

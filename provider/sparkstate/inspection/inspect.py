@@ -130,6 +130,19 @@ class InspectReport:
     def backends(self) -> list[str]:
         return sorted({s.backend for s in self.stores if s.backend})
 
+    def key_group_notes(self) -> list[str]:
+        """Per operator, the keys that no rescale can spread: a key group (Spark's hash of the partitioning
+        columns, one per key) always goes to one partition, so its keys stay together."""
+        out = []
+        for op, (group, keys) in sorted(self.largest_key_group.items()):
+            if keys == 1:
+                out.append(f"operator {op}: every key has a key group of its own")
+                continue
+            where = f", now in partition {group % self.num_partitions}" if self.num_partitions else ""
+            out.append(f"operator {op}: at most {keys:,} keys share one key group ({group}{where}); a rescale "
+                       f"keeps a key group's keys in one partition")
+        return out
+
     def retained_versions(self) -> list[int]:
         return sorted({v.version for s in self.stores for v in s.versions})
 
