@@ -142,8 +142,9 @@ class ProgressPrinter:
 
     LEGEND = ("state rows / state mem: rows in the state stores and the memory they report using (Spark's "
               "memoryUsedBytes summed over operators; RocksDB: memtables, table readers and a share of the "
-              "worker's block cache, plus the SST files with rocksdb.mmapReads; heap: the live state and kept versions), not the worker processes' "
-              "RSS; commit ms: summed over tasks; late: rows dropped by the watermark")
+              "worker's block cache, plus the SST files with rocksdb.mmapReads; heap: the live state and kept "
+              "versions), not the worker processes' RSS; commit ms: summed over tasks; late: rows dropped by "
+              "the watermark")
 
     HEADER = (f"{'batch':>5} {'input':>7} {'ms':>6} {'state rows':>10} {'state mem':>10} "
               f"{'commit ms':>9} {'late':>5}  watermark")
