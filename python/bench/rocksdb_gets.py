@@ -30,7 +30,11 @@ FLUSH_EVERY = 400_000
 
 
 def _key(i: int) -> bytes:
-    return (i * 2654435761 % 2**32).to_bytes(4, "big") + bytes(8) + i.to_bytes(8, "little")
+    """A storage key: a key group spread over the 32 bits, then a 16-byte body."""
+    from sparkstate.keygroups import storage_key
+
+    group = i * 2654435761 % 2**32
+    return storage_key(group - 2**32 if group >= 2**31 else group, bytes(8) + i.to_bytes(8, "little"))
 
 
 def _time_gets(n: int, fields: dict[str, object], gets: int, repeats: int) -> tuple[list[float], int]:
@@ -38,12 +42,13 @@ def _time_gets(n: int, fields: dict[str, object], gets: int, repeats: int) -> tu
     import rocksdict
 
     from sparkstate.config import Settings
+    from sparkstate.engine.rocksdb.block_cache import BlockCacheLease
     from sparkstate.engine.rocksdb.options import make_options
 
     settings = dataclasses.replace(Settings(), **fields)
-    cache = rocksdict.Cache(settings.rocksdb_block_cache_mb << 20)
+    lease = BlockCacheLease(settings.rocksdb_block_cache_mb)  # the worker's cache, as the backend takes it
     path = tempfile.mkdtemp(prefix="sparkstate-gets-")
-    db = rocksdict.Rdict(path, make_options(settings, cache))
+    db = rocksdict.Rdict(path, make_options(settings, lease.cache))
     try:
         wo = rocksdict.WriteOptions()
         wo.disable_wal = True
@@ -75,6 +80,7 @@ def _time_gets(n: int, fields: dict[str, object], gets: int, repeats: int) -> tu
         return rounds, db.property_int_value("rocksdb.live-sst-files-size") or 0
     finally:
         db.close()
+        lease.release()
         shutil.rmtree(path, ignore_errors=True)
 
 

@@ -26,7 +26,7 @@ from ..checkpoint.recorded_attempts import RecordedAttempts, read_recorded_manif
 from ..checkpoint.spark_logs import SparkLogs, parse_state_schema, read_operator_metadata
 from ..config import PREFIX, PROVIDER_CLASS, PROVIDER_CLASS_KEY
 from ..errors import CheckpointError, SparkstateError
-from ..keygroups import KEY_GROUP_BYTES
+from ..keygroups import KEY_GROUP_BYTES, partition_of
 from ..storage import FileIO
 
 SCAN_ROWS = 65536
@@ -138,7 +138,7 @@ class InspectReport:
             if keys == 1:
                 out.append(f"operator {op}: every key has a key group of its own")
                 continue
-            where = f", now in partition {group % self.num_partitions}" if self.num_partitions else ""
+            where = f", now in partition {partition_of(group, self.num_partitions)}" if self.num_partitions else ""
             out.append(f"operator {op}: at most {keys:,} keys share one key group ({group}{where}); a rescale "
                        f"keeps a key group's keys in one partition")
         return out
