@@ -62,3 +62,40 @@ def status(pid: int) -> dict[str, str]:
     """/proc/<pid>/status as {field: value}; raises OSError when the process is gone."""
     with open(f"/proc/{pid}/status") as f:
         return dict(line.split(":", 1) for line in f if ":" in line)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (children, their children, ...), read from one pass over /proc."""
+    kids: dict[int, list[int]] = {}
+    for p in pids():
+        parent = parent_of(p)
+        if parent is not None:
+            kids.setdefault(parent, []).append(p)
+    out, todo = [], list(kids.get(pid, ()))
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, ()))
+    return out
+
+
+def thread_cpu_ticks(pid: int) -> dict[int, tuple[str, int]]:
+    """{thread id: (thread name, user + system CPU in clock ticks)} of every thread of `pid`."""
+    out: dict[int, tuple[str, int]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        out[int(tid)] = (name, int(fields[11]) + int(fields[12]))
+    return out
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -25,6 +25,11 @@ Storage `s3` puts sparkstate's state on SeaweedFS (`weed mini` on loopback, test
 `stateLocation=s3://...`; Spark's own providers cannot write S3 here (pyspark ships no S3A file system), so
 their runs are local disk only and sparkstate-on-S3 is compared with them on local disk: a handicap for us.
 
+With --cpu-profile each recovery also records the CPU seconds of every thread of the phase's processes
+over its window (the JVM's JIT compilers, query start and planning, tasks, GC, RocksDB's background threads,
+sparkstate's workers; `thread_cpu.py`), and the summary gets a table of them: on 2 cores a first batch is
+CPU-bound, and what is busy says whether a state store could shorten it.
+
 Ratios: recovery times ÷ Spark's `rocksdb` provider on local disk (< 1: we are back sooner), per-row cost
 at the largest size ÷ at the smallest (how cost grows with state). Results to --out as JSON.
 """
@@ -53,6 +58,7 @@ if not __package__:  # run as a script from a checkout
 
 from sparkstate_jobs import procfs  # noqa: E402
 from sparkstate_jobs.bench.aggregation import fmt_ms, run_header, tail  # noqa: E402
+from sparkstate_jobs.bench.thread_cpu import PARTS, ThreadCpuSampler, timed  # noqa: E402
 from sparkstate_jobs.bench.workloads import PROVIDERS, _kill_group, _names  # noqa: E402
 from sparkstate_jobs.progress import BatchStats, progress_dict  # noqa: E402
 from sparkstate_jobs.session import ProviderUnavailable, new_session, parse_conf_pairs  # noqa: E402
@@ -184,16 +190,18 @@ def phase_build(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
 def phase_restart(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
     feed(args.data, args.source, ["recover-1.parquet", "recover-2.parquet"])
     last = _last_batch(args.checkpoint)
+    sampler = ThreadCpuSampler().start() if args.cpu_profile else None
     started = time.monotonic()
     query = _query(spark, args, {"availableNow": True})
     try:
         seen, first = _wait_for_batch(query, last, args.timeout)
+        cpu = sampler.stop() if sampler else None
         query.awaitTermination()
     finally:
         query.stop()
     done = [p for p in map(progress_dict, query.recentProgress) if p["numInputRows"] > 0]
     return {"first_batch_s": seen - started, "first": _stats(first),
-            "warm": _stats(done[1]) if len(done) > 1 else None}
+            "warm": _stats(done[1]) if len(done) > 1 else None, **({"cpu": cpu} if cpu is not None else {})}
 
 
 def _executors(app_id: str) -> list[int]:
@@ -221,14 +229,16 @@ def phase_executor_loss(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
             raise RuntimeError(f"expected 2 executor JVMs, found {executors}")
         victim = executors[0]
         workers = [p for p in procfs.children(victim) if procfs.is_store_worker(p)]
+        sampler = ThreadCpuSampler().start() if args.cpu_profile else None
         killed = time.monotonic()
         os.kill(victim, signal.SIGKILL)
         feed(args.data, args.source, ["recover-5.parquet"])
         seen, after = _wait_for_batch(query, last, args.timeout)
+        cpu = sampler.stop() if sampler else None
     finally:
         query.stop()
     return {"cold": batches[0], "warm": batches[1], "killed_pid": victim, "killed_workers": len(workers),
-            "loss_to_batch_end_s": seen - killed, "after": _stats(after)}
+            "loss_to_batch_end_s": seen - killed, "after": _stats(after), **({"cpu": cpu} if cpu is not None else {})}
 
 
 def _last_batch(checkpoint: str) -> int:
@@ -276,6 +286,8 @@ def run_child(args: argparse.Namespace, phase: str, provider: str, run_dir: str,
            "--executor-memory", args.executor_memory, "--timeout", str(args.timeout)]
     for pair in (args.conf or []) + conf:
         cmd += ["--conf", pair]
+    if args.cpu_profile:
+        cmd.append("--cpu-profile")
     log_path = os.path.join(run_dir, f"log-{phase}.txt")
     result: dict[str, Any] | None = None
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -302,10 +314,12 @@ def describe(phase: str, r: dict[str, Any]) -> str:
                 f"{r['rows']:,} rows; {r['state_rows']:,} state rows")
     if phase == "restart":
         warm = r["warm"]["trigger_ms"] if r.get("warm") else None
-        return (f"first batch {r['first_batch_s']:.2f} s after start() (batch {fmt_ms(r['first']['trigger_ms'])} ms, "
+        line = (f"first batch {r['first_batch_s']:.2f} s after start() (batch {fmt_ms(r['first']['trigger_ms'])} ms, "
                 f"warm {fmt_ms(warm)} ms); session {r['session_s']:.1f} s")
-    return (f"loss -> batch end {r['loss_to_batch_end_s']:.2f} s (batch {fmt_ms(r['after']['trigger_ms'])} ms; "
+        return line + (f"\n{'':<17}{timed(r['first_batch_s'], r['cpu'])}" if r.get("cpu") else "")
+    line = (f"loss -> batch end {r['loss_to_batch_end_s']:.2f} s (batch {fmt_ms(r['after']['trigger_ms'])} ms; "
             f"before: cold {fmt_ms(r['cold']['trigger_ms'])}, warm {fmt_ms(r['warm']['trigger_ms'])} ms)")
+    return line + (f"\n{'':<17}{timed(r['loss_to_batch_end_s'], r['cpu'])}" if r.get("cpu") else "")
 
 
 def _value(runs: list[dict], keys: int, provider: str, storage: str, phase: str, field: str) -> float | None:
@@ -342,6 +356,9 @@ def tables(runs: list[dict], key_counts: list[int]) -> str:
             out.append(f"| {r['provider']} | {r['storage']} | {_fmt(us, '.2f')} "
                        f"| {_fmt(restart, '.2f')} ({fmt_ms(first.get('trigger_ms'))}) | {_ratio(restart, ref_restart)} "
                        f"| {_fmt(loss, '.2f')} | {_ratio(loss, ref_loss)} | {'; '.join(failed) or 'ok'} |")
+    for keys in key_counts:
+        out += _cpu_table(runs, keys, "restart", "first_batch_s", "from start() to the end of the first batch")
+        out += _cpu_table(runs, keys, "executor-loss", "loss_to_batch_end_s", "from the executor's loss to the batch end")
     if len(key_counts) > 1:
         small, large = key_counts[0], key_counts[-1]
         out += [f"\n### per-row cost, {large:,} keys ÷ {small:,} keys\n", "| provider | state on | growth |",
@@ -350,6 +367,23 @@ def tables(runs: list[dict], key_counts: list[int]) -> str:
             out.append(f"| {provider} | {storage} | "
                        f"{_ratio(_value(runs, large, provider, storage, 'build', 'us_per_row'), _value(runs, small, provider, storage, 'build', 'us_per_row'))} |")
     return "\n".join(out)
+
+
+def _cpu_table(runs: list[dict], keys: int, phase: str, window: str, title: str) -> list[str]:
+    """CPU seconds by part in a recovery's window (runs made with --cpu-profile), or nothing."""
+    rows = [(r, r["phases"][phase]) for r in runs if r["keys"] == keys and (r["phases"].get(phase) or {}).get("cpu")]
+    if not rows:
+        return []
+    parts = [p for p in PARTS if any(p in ph["cpu"] for _, ph in rows)]
+    cores = os.cpu_count() or 1
+    out = [f"\n### CPU seconds {title}, {keys:,} keys\n",
+           "| provider | state on | window s | CPU s (of the cores) | " + " | ".join(parts) + " |",
+           "|---|---|---:|---:|" + "---:|" * len(parts)]
+    for r, ph in rows:
+        total = sum(ph["cpu"].values())
+        out.append(f"| {r['provider']} | {r['storage']} | {ph[window]:.2f} | {total:.2f} "
+                   f"({total / (ph[window] * cores):.0%}) | " + " | ".join(f"{ph['cpu'].get(p, 0):.2f}" for p in parts) + " |")
+    return out
 
 
 def runs_to_make(providers: list[str], storages: list[str]) -> list[tuple[str, str]]:
@@ -381,6 +415,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark conf for every run")
     p.add_argument("--workdir", help="input, checkpoints and logs (default: a new temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the checkpoints")
+    p.add_argument("--cpu-profile", action="store_true",
+                   help="also record the CPU seconds of every JVM and worker thread during each recovery, by part "
+                   "(JIT compilers, planning, tasks, GC, state workers); reads /proc every 0.2 s")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per phase (default 1800)")
     p.add_argument("--out", default="bench-recovery.json")
     # Internal: one phase in this process (spawned by the harness).

@@ -82,6 +82,22 @@ def test_tables_give_ratios_to_spark_rocksdb_and_the_growth_of_per_row_cost():
     assert "| sparkstate-heap | s3 | 3.00 | 1.00 (100) | 0.25x | - | - | executor-loss: failed (exit 1) |" in text
     assert "| sparkstate-heap | s3 | 4.50 | 2.00 (100) | 0.40x | 3.00 | 0.33x | ok |" in text
     assert "| rocksdb | local | 1.10x |" in text and "| sparkstate-heap | s3 | 1.50x |" in text
+    assert "CPU seconds" not in text   # runs without --cpu-profile
+
+
+def test_cpu_profile_tables_list_the_parts_any_run_has(monkeypatch):
+    monkeypatch.setattr(recovery.os, "cpu_count", lambda: 2)
+    a, b = _run("rocksdb", "local", 10, 2.0, 4.0, 8.0), _run("sparkstate-rocksdb", "local", 10, 2.0, 5.0, 8.0)
+    a["phases"]["restart"]["cpu"] = {"JIT compilers": 3.0, "tasks": 1.0}
+    b["phases"]["restart"]["cpu"] = {"JIT compilers": 2.5, "state workers (Python)": 1.5}
+    b["phases"]["executor-loss"]["cpu"] = {"GC": 0.4}
+    text = recovery.tables([a, b], [10])
+    assert ("| provider | state on | window s | CPU s (of the cores) | JIT compilers | tasks | "
+            "state workers (Python) |") in text
+    assert "| rocksdb | local | 4.00 | 4.00 (50%) | 3.00 | 1.00 | 0.00 |" in text
+    assert "| sparkstate-rocksdb | local | 5.00 | 4.00 (40%) | 2.50 | 0.00 | 1.50 |" in text
+    assert "from the executor's loss to the batch end, 10 keys" in text
+    assert "| sparkstate-rocksdb | local | 8.00 | 0.40 (2%) | 0.40 |" in text
 
 
 def test_spark_providers_run_on_local_disk_whatever_the_storage():
