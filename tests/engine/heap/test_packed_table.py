@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparkstate.engine.heap import packed_table
-from sparkstate.engine.heap.packed_table import LOAD, PackedTable
+from sparkstate.engine.heap.packed_table import LOAD, PackedTable, bucket_order
 
 ABSENT = object()
 
@@ -181,3 +181,14 @@ def test_columns_with_nulls_are_refused():
         PackedTable.from_columns([pa.array([b"a", b"b"])], [pa.array([b"1", None], pa.large_binary())])
     with pytest.raises(ValueError, match="non-null"):
         PackedTable.from_columns([pa.array([b"a"])], [pa.array([b"1"]), pa.array([b"2"])])
+
+
+@pytest.mark.parametrize("num_buckets", [1, 5, 2 ** 16, 2 ** 16 + 1, 2 ** 20, 2 ** 33])
+def test_bucket_order_groups_rows_by_bucket_whatever_the_bucket_count(num_buckets):
+    import numpy as np  # noqa: PLC0415
+    rng = np.random.default_rng(num_buckets)
+    buckets = rng.integers(0, num_buckets, 100_000, dtype=np.int64)
+    buckets[:3] = [0, num_buckets - 1, num_buckets - 1]   # both ends of the range
+    order = bucket_order(buckets, num_buckets)
+    assert sorted(order.tolist()) == list(range(len(buckets)))   # a permutation
+    assert (np.diff(buckets[order]) >= 0).all()
