@@ -113,9 +113,11 @@ def feed(data_dir: str, source: str, names: list[str]) -> None:
     os.makedirs(source, exist_ok=True)
     now = time.time()
     for i, name in enumerate(names):
-        target = os.path.join(source, name)
-        shutil.copyfile(os.path.join(data_dir, name), target + ".tmp")
-        os.replace(target + ".tmp", target)   # never a half-written file in the source
+        target, partial = os.path.join(source, name), os.path.join(source, f".{name}.tmp")
+        # A running query lists the source at any moment: the copy is written under a name its file source
+        # skips (a leading dot), so a batch never takes a half-written (or empty) file.
+        shutil.copyfile(os.path.join(data_dir, name), partial)
+        os.replace(partial, target)
         stamp = now - len(names) + i
         os.utime(target, (stamp, stamp))
 

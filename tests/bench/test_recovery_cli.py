@@ -67,6 +67,20 @@ def test_feed_orders_files_oldest_first(tmp_path):
     assert not [n for n in os.listdir(source) if n.endswith(".tmp")]
 
 
+def test_feed_writes_each_copy_under_a_name_spark_skips(tmp_path, monkeypatch):
+    """Spark's file source lists the directory while a query runs and skips names starting with "." or "_":
+    a copy in progress under the final name, or any other visible one, could become a batch of its own."""
+    data, source = tmp_path / "data", tmp_path / "source"
+    data.mkdir()
+    (data / "a.parquet").write_bytes(b"a")
+    written = []
+    copy = recovery.shutil.copyfile
+    monkeypatch.setattr(recovery.shutil, "copyfile", lambda src, dst: (written.append(dst), copy(src, dst))[1])
+    recovery.feed(str(data), str(source), ["a.parquet"])
+    assert [os.path.basename(w)[0] for w in written] == ["."]
+    assert os.listdir(source) == ["a.parquet"]
+
+
 def _run(provider, storage, keys, us, restart, loss):
     ok = {"status": "ok"}
     return {"keys": keys, "provider": provider, "storage": storage, "phases": {
