@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")   # the unit of /proc's CPU times
+
 
 def pids() -> list[int]:
     return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
@@ -96,6 +98,3 @@ def thread_cpu_ticks(pid: int) -> dict[int, tuple[str, int]]:
         fields = stat.rsplit(")", 1)[1].split()
         out[int(tid)] = (name, int(fields[11]) + int(fields[12]))
     return out
-
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -3,10 +3,9 @@ summed by part (the JVM's JIT compilers, query planning, tasks, GC, state worker
 
 Why per thread: on 2 cores the first batch after a restart is CPU-bound, and what is busy tells whether
 a state store could make it shorter. A JVM's threads carry names that say what they are, cut to 15
-characters in /proc ("C2 CompilerThre", "Executor task l", "stream executio"; "Thread-<n>" serve the
-Python driver's py4j calls, among them `start()`);
-sparkstate's workers are separate Python processes. Linux only (/proc); elsewhere the sampler reports
-nothing.
+characters in /proc ("C2 CompilerThre", "Executor task l", "stream executio"; the "Thread-<n>" threads
+serve the Python driver's py4j calls, among them `start()`). sparkstate's workers are separate Python
+processes. Linux only (/proc); elsewhere the sampler reports nothing.
 
 The sampler reads /proc every `interval_s` in a background thread (a few ms of CPU per read for a JVM's
 ~200 threads), so a thread that ends inside the window still counts up to its last read.
@@ -15,12 +14,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
+from typing import Callable
 
 from sparkstate_jobs import procfs
 
-# (part, test on the process and thread name), first match wins
-_PARTS: list[tuple[str, object]] = [
+# (part, test on the process kind and the thread name), first match wins
+_PARTS: list[tuple[str, Callable[[str, str], bool]]] = [
     ("state workers (Python)", lambda proc, name: proc == "worker"),
     ("benchmark driver (Python)", lambda proc, name: proc == "self"),
     ("RocksDB background threads", lambda proc, name: name.startswith("rocksdb:")),
@@ -38,7 +37,7 @@ PARTS = ["JIT compilers", "query start and planning", "tasks", "state workers (P
 def part_of(proc: str, thread_name: str) -> str:
     """`proc`: "worker" (a sparkstate worker), "self" (this Python process) or "jvm" (any other process)."""
     for name, test in _PARTS:
-        if test(proc, thread_name):  # type: ignore[operator]
+        if test(proc, thread_name):
             return name
     return OTHER
 
