@@ -58,7 +58,7 @@ if not __package__:  # run as a script from a checkout
 
 from sparkstate_jobs import procfs  # noqa: E402
 from sparkstate_jobs.bench.aggregation import fmt_ms, run_header, tail  # noqa: E402
-from sparkstate_jobs.bench.thread_cpu import PARTS, ThreadCpuSampler, timed  # noqa: E402
+from sparkstate_jobs.bench.thread_cpu import PARTS, ThreadCpuSampler, core_share, timed  # noqa: E402
 from sparkstate_jobs.bench.workloads import PROVIDERS, _kill_group, _names  # noqa: E402
 from sparkstate_jobs.progress import BatchStats, progress_dict  # noqa: E402
 from sparkstate_jobs.session import ProviderUnavailable, new_session, parse_conf_pairs  # noqa: E402
@@ -382,9 +382,9 @@ def _cpu_table(runs: list[dict], keys: int, phase: str, window: str, title: str)
            "| provider | state on | window s | CPU s (of the cores) | " + " | ".join(parts) + " |",
            "|---|---|---:|---:|" + "---:|" * len(parts)]
     for r, ph in rows:
-        total = sum(ph["cpu"].values())
-        out.append(f"| {r['provider']} | {r['storage']} | {ph[window]:.2f} | {total:.2f} "
-                   f"({total / (ph[window] * cores):.0%}) | " + " | ".join(f"{ph['cpu'].get(p, 0):.2f}" for p in parts) + " |")
+        out.append(f"| {r['provider']} | {r['storage']} | {ph[window]:.2f} | {sum(ph['cpu'].values()):.2f} "
+                   f"({core_share(ph['cpu'], ph[window], cores)}) | "
+                   + " | ".join(f"{ph['cpu'].get(p, 0):.2f}" for p in parts) + " |")
     return out
 
 

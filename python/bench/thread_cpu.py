@@ -92,9 +92,14 @@ class ThreadCpuSampler:
         return {part: round(s, 2) for part, s in seconds.items() if s > 0}
 
 
+def core_share(cpu: dict[str, float], window_s: float, cores: int) -> str:
+    """The window's CPU as a share of what `cores` could give in it, e.g. "86%"."""
+    return f"{sum(cpu.values()) / (window_s * cores):.0%}"
+
+
 def timed(window_s: float, cpu: dict[str, float], cores: int | None = None) -> str:
     """One line: the window, the CPU in it and its share of the cores, the largest parts."""
     cores = cores or os.cpu_count() or 1
-    total = sum(cpu.values())
     parts = ", ".join(f"{p} {s:.2f}" for p, s in sorted(cpu.items(), key=lambda kv: -kv[1]))
-    return f"{total:.2f} s CPU in {window_s:.2f} s ({total / (window_s * cores):.0%} of {cores} cores): {parts}"
+    return (f"{sum(cpu.values()):.2f} s CPU in {window_s:.2f} s ({core_share(cpu, window_s, cores)} of {cores} "
+            f"cores): {parts}")
