@@ -4,8 +4,8 @@ import os
 import pytest
 
 from sparkstate.engine import arrow_files as hf
-from sparkstate.engine.heap.live_table import table_from_columns
-from sparkstate.engine.heap.restore import merge_chain
+from sparkstate.engine.heap.live_table import table_from_writes
+from sparkstate.engine.heap.write_log import WriteLog
 from sparkstate.engine import journal
 from sparkstate.errors import CorruptCheckpointError
 from tests.storage.instrumented import InstrumentedFileIO
@@ -131,8 +131,8 @@ def test_legacy_v1_delta_is_still_read_and_unknown_versions_are_refused(tmp_path
     p.write_bytes(hf.encode(hf.KIND_DELTA, 3, [(b"\0\0\0\1k", b"v"), (b"\0\0\0\1gone", None)], "lz4"))
     import pyarrow as pa
     full = [(pa.array([b"\0\0\0\1gone"]), pa.array([b"old"]))]
-    merged = merge_chain(full, list(hf.read_columns(str(p), hf.KIND_DELTA, 3, "legacy")))
-    data = dict(table_from_columns("dict", merged).items())
+    log = WriteLog.of(full + list(hf.read_columns(str(p), hf.KIND_DELTA, 3, "legacy")))
+    data = dict(table_from_writes("dict", log).items())
     assert data == {b"\0\0\0\1k": b"v"}
     with pytest.raises(CorruptCheckpointError, match="expected heap-delta of version 4"):
         list(hf.read_columns(str(p), hf.KIND_DELTA, 4, "legacy"))

@@ -5,7 +5,8 @@ import tracemalloc
 import pytest
 
 from sparkstate.config import HEAP_LAYOUTS
-from sparkstate.engine.heap.live_table import new_live_table, table_from_columns
+from sparkstate.engine.heap.live_table import new_live_table, table_from_writes
+from sparkstate.engine.heap.write_log import WriteLog
 
 ABSENT = object()
 
@@ -46,14 +47,22 @@ def test_unknown_layout_is_a_clear_error():
 
 
 @pytest.mark.parametrize("layout", HEAP_LAYOUTS)
-def test_a_table_from_column_batches_holds_every_row(layout):
+def test_a_table_from_a_log_of_writes_holds_what_its_replay_leaves(layout):
     import pyarrow as pa  # noqa: PLC0415
     rnd = random.Random(3)
     rows = {rnd.randbytes(rnd.randrange(4, 30)): rnd.randbytes(rnd.randrange(0, 50)) for _ in range(5_000)}
     items = list(rows.items())
     batches = [(pa.array([k for k, _ in items[i:i + 999]], pa.binary()),
                 pa.array([v for _, v in items[i:i + 999]], pa.binary())) for i in range(0, len(items), 999)]
-    t = table_from_columns(layout, batches)
+    # a later delta: rewrites and deletes of earlier keys, a delete of a key never written
+    later = [(k, None if i % 3 else b"new") for i, (k, _) in enumerate(items[:900])] + [(b"never", None)]
+    batches.append((pa.array([k for k, _ in later], pa.binary()), pa.array([v for _, v in later], pa.binary())))
+    for k, v in later:
+        if v is None:
+            rows.pop(k, None)
+        else:
+            rows[k] = v
+    t = table_from_writes(layout, WriteLog.of(batches))
     assert len(t) == len(rows) and dict(t.items()) == rows
     assert all(t.get(k) == v for k, v in rows.items())
-    assert len(table_from_columns(layout, [])) == 0
+    assert len(table_from_writes(layout, WriteLog.of([]))) == 0

@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparkstate.engine.heap import packed_table
-from sparkstate.engine.heap.packed_table import LOAD, PackedTable, bucket_order
+from sparkstate.engine.heap.packed_table import LOAD, PackedTable
+from sparkstate.engine.heap.write_log import WriteLog
 
 ABSENT = object()
 
@@ -157,7 +158,7 @@ def _columns(model: dict, chunk: int):
                          st.dictionaries(uniform_keys, uniform_values, max_size=200)),
        chunk=st.integers(1, 64), operations=ops)
 def test_a_table_built_from_columns_matches_a_dict_and_takes_writes(initial, chunk, operations):
-    table, model = PackedTable.from_columns(*_columns(initial, chunk)), dict(initial)
+    table, model = PackedTable.from_writes(WriteLog.of(zip(*_columns(initial, chunk)))), dict(initial)
     uniform = bool(initial) and len({len(k) for k in initial}) == 1 and len({len(v) for v in initial.values()}) == 1 \
         and len(next(iter(initial))) > 0
     assert table.uniform == (uniform or not initial)
@@ -170,25 +171,68 @@ def test_a_table_built_from_columns_matches_a_dict_and_takes_writes(initial, chu
 def test_a_table_built_from_columns_keeps_every_entry_of_a_large_state():
     rnd = random.Random(11)
     model = {rnd.randbytes(rnd.choice((12, 20, 21))): rnd.randbytes(rnd.choice((0, 24, 40))) for _ in range(50_000)}
-    table = PackedTable.from_columns(*_columns(model, 7_000))
+    table = PackedTable.from_writes(WriteLog.of(zip(*_columns(model, 7_000))))
     assert table.num_buckets == PackedTable(model).num_buckets
     check_same(table, model)
 
 
-def test_columns_with_nulls_are_refused():
+def _log_of(writes: list[tuple[bytes, bytes | None]], chunk: int):
     import pyarrow as pa  # noqa: PLC0415
-    with pytest.raises(ValueError, match="non-null value per non-null key"):
-        PackedTable.from_columns([pa.array([b"a", b"b"])], [pa.array([b"1", None], pa.large_binary())])
-    with pytest.raises(ValueError, match="non-null"):
-        PackedTable.from_columns([pa.array([b"a"])], [pa.array([b"1"]), pa.array([b"2"])])
+    return WriteLog.of((pa.array([k for k, _ in writes[i:i + chunk]], pa.binary()),
+                        pa.array([v for _, v in writes[i:i + chunk]], pa.binary()))
+                       for i in range(0, len(writes), chunk))
 
 
-@pytest.mark.parametrize("num_buckets", [1, 5, 2 ** 16, 2 ** 16 + 1, 2 ** 20, 2 ** 33])
-def test_bucket_order_groups_rows_by_bucket_whatever_the_bucket_count(num_buckets):
-    import numpy as np  # noqa: PLC0415
-    rng = np.random.default_rng(num_buckets)
-    buckets = rng.integers(0, num_buckets, 100_000, dtype=np.int64)
-    buckets[:3] = [0, num_buckets - 1, num_buckets - 1]   # both ends of the range
-    order = bucket_order(buckets, num_buckets)
-    assert sorted(order.tolist()) == list(range(len(buckets)))   # a permutation
-    assert (np.diff(buckets[order]) >= 0).all()
+def _replayed(writes: list[tuple[bytes, bytes | None]]) -> dict[bytes, bytes]:
+    model: dict[bytes, bytes] = {}
+    for k, v in writes:
+        if v is None:
+            model.pop(k, None)
+        else:
+            model[k] = v
+    return model
+
+
+write_logs = st.lists(st.tuples(st.sampled_from([b"k%d" % i for i in range(40)] + [b"", b"longer-key-0"]),
+                                st.one_of(st.none(), st.sampled_from([b"", b"v1", b"v2", b"value-3"]))),
+                      max_size=300)
+uniform_logs = st.lists(st.tuples(st.sampled_from([b"k%02d" % i for i in range(60)]),
+                                  st.one_of(st.none(), st.sampled_from([b"v1", b"v2", b"v3"]))), max_size=300)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(writes=st.one_of(write_logs, uniform_logs), chunk=st.integers(1, 64), colliding=st.booleans(),
+       piece_rows=st.sampled_from([1, 7, 1 << 18]))
+def test_a_table_built_from_a_log_of_writes_holds_each_keys_last_write(writes, chunk, colliding, piece_rows):
+    # Colliding: every key has one hash, so equal hashes hold different keys (the clash path). Small pieces:
+    # the buckets are packed over many pieces.
+    original, original_piece = packed_table._hash, packed_table._PIECE_ROWS
+    packed_table._PIECE_ROWS = piece_rows
+    if colliding:
+        packed_table._hash = lambda k: 0x5A5A5A5A_00000001
+    try:
+        table, model = PackedTable.from_writes(_log_of(writes, chunk)), _replayed(writes)
+        check_same(table, model)
+        assert table.packed_bytes == PackedTable(model).packed_bytes
+        run_ops(table, model, [("put", b"k1", b"v9"), ("remove", b"k2", None)])
+        check_same(table, model)
+    finally:
+        packed_table._hash, packed_table._PIECE_ROWS = original, original_piece
+
+
+def test_a_large_log_with_rewrites_and_deletes_replays_like_a_dict(monkeypatch):
+    monkeypatch.setattr(packed_table, "_PIECE_ROWS", 10_000)   # packed over several pieces
+    rnd = random.Random(12)
+    keys = [rnd.randbytes(20) for _ in range(60_000)]
+    writes = [(k, rnd.randbytes(24)) for k in keys]
+    for _ in range(3):   # deltas: rewrites, deletes, new keys, in pieces across the buckets
+        writes += [(rnd.choice(keys), None if rnd.random() < 0.2 else rnd.randbytes(24)) for _ in range(40_000)]
+        writes += [(rnd.randbytes(20), rnd.randbytes(24)) for _ in range(5_000)]
+    model = _replayed(writes)
+    table = PackedTable.from_writes(_log_of(writes, 9_000))
+    assert table.uniform and table.num_buckets == PackedTable(model).num_buckets
+    check_same(table, model)
+    mixed = writes + [(b"short", b"v")]   # one write of other sizes: the general layout
+    table = PackedTable.from_writes(_log_of(mixed, 9_000))
+    assert not table.uniform
+    check_same(table, _replayed(mixed))

@@ -16,6 +16,9 @@ import pyarrow as pa
 
 from ...config import HEAP_LAYOUTS
 from .packed_table import PackedTable
+from .write_log import WriteLog
+
+_DICT_SLICE = 1 << 16  # rows turned into Python objects at a time
 
 
 class LiveTable(Protocol):
@@ -75,18 +78,22 @@ class DictTable(dict):
         return self._payload + len(self) * (2 * BYTES_OBJECT_OVERHEAD + DICT_ENTRY_BYTES)
 
 
-def table_from_columns(layout: str, batches: Iterable[tuple[pa.Array, pa.Array]]) -> LiveTable:
-    """A table of `layout` holding the rows of Arrow (keys, values) batches (binary or large binary) with
-    distinct keys: a full snapshot, read without building a dict of it first."""
-    keys, values = [], []
-    for k, v in batches:
-        keys.append(k)
-        values.append(v)
+def table_from_writes(layout: str, log: WriteLog) -> LiveTable:
+    """A table of `layout` holding what replaying `log` leaves (write_log.py: a key's last write wins, a
+    null value deletes): a restore's chain, read without inserting row by row where the layout allows."""
     if layout == "packed":
-        return PackedTable.from_columns(keys, values)
+        return PackedTable.from_writes(log)
     rows: dict[bytes, bytes] = {}
-    for k, v in zip(keys, values):
-        rows.update(zip(k.to_pylist(), v.to_pylist()))
+    for i in range(0, len(log), _DICT_SLICE):
+        keys, values = log.keys.slice(i, _DICT_SLICE), log.values.slice(i, _DICT_SLICE)
+        if not values.null_count:
+            rows.update(zip(keys.to_pylist(), values.to_pylist()))
+            continue
+        for key, value in zip(keys.to_pylist(), values.to_pylist()):
+            if value is None:
+                rows.pop(key, None)
+            else:
+                rows[key] = value
     return new_live_table(layout, rows)
 
 

@@ -23,18 +23,20 @@ Not thread-safe: the caller (VersionedMap) serializes access.
 """
 from __future__ import annotations
 
-import itertools
 import struct
 import sys
-from typing import Iterator, Mapping, Sequence
+from typing import Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
+
+from .write_log import WriteLog, last_writes, offsets, radix_order
 
 _ENTRY = struct.Struct("<IIII")
 _ENTRY_SIZE = _ENTRY.size  # 16
 _ENTRY_DTYPE = np.dtype([("fp", "<u4"), ("off", "<u4"), ("kl", "<u4"), ("vl", "<u4")])
 _TAIL = struct.Struct("<III")  # an entry without its fingerprint
+_PIECE_ROWS = 1 << 18  # rows packed at a time by a bulk build (from_writes)
 LOAD = 8  # average entries per bucket before a bucket is split (8 measured faster than 6, 12 and 24)
 
 _PER_BUCKET_OBJECT = sys.getsizeof(b"") + 8 + 4  # header, list slot, average rounding to 8 bytes
@@ -101,65 +103,78 @@ class PackedTable:
         self._bytes = sum(map(len, self._records)) + (n * _ENTRY_SIZE if self._index is not None else 0)
 
     @classmethod
-    def from_columns(cls, keys: Sequence[pa.Array], values: Sequence[pa.Array]) -> PackedTable:
-        """A table of distinct keys (a full snapshot's) and their values, given as chunks of binary or
-        large binary Arrow arrays, built with numpy and Arrow: the only Python work per key is `hash`. A
-        restore reads millions of keys this way, where going through a dict would cost several Python
-        objects and a Python-level insert per key."""
+    def from_writes(cls, log: WriteLog) -> PackedTable:
+        """The table that replaying `log` (a chain's rows in write order: a key's last write wins, a null
+        value deletes) leaves, built with numpy and Arrow: the only Python work per row is `hash`. The
+        buckets are packed a piece at a time (`_PIECE_ROWS` rows), so that beside the log and the table a
+        restore holds a few arrays of one number per row: fresh memory is what a new worker pays most
+        for (each page is zeroed on first touch)."""
         table = cls()
-        n, nv = sum(map(len, keys)), sum(map(len, values))
-        nulls = sum(c.null_count for c in keys), sum(c.null_count for c in values)
-        if n != nv or any(nulls):
-            raise ValueError(f"{n} keys with {nv} values ({nulls[0]} and {nulls[1]} nulls): a table needs one "
-                             "non-null value per non-null key")
+        hashes = log.hashes(_hash)
+        rows = last_writes(log, hashes)
+        n = len(rows)
         if n == 0:
             return table
-        hashes = np.fromiter(itertools.chain.from_iterable(map(_hash, c.to_pylist()) for c in keys),
-                             np.int64, n)
         nb = max(1, -(-n // LOAD))
         table._set_level(nb.bit_length() - 1)
-        buckets = hashes & table._high
-        np.copyto(buckets, hashes & table._low, where=buckets >= nb)
-        order = bucket_order(buckets, nb)
+        row_hashes = hashes[rows]
+        del hashes
+        buckets = row_hashes & table._high
+        np.copyto(buckets, row_hashes & table._low, where=buckets >= nb)
+        order = radix_order(buckets, max(nb - 1, 1).bit_length())
+        rows, row_hashes = rows[order], row_hashes[order]
         counts = np.bincount(buckets, minlength=nb)
-        klens, vlens = _lengths(keys), _lengths(values)
-        if klens.min() == klens.max() > 0 and vlens.min() == vlens.max():
-            # fixed-width records: gather `key || value` rows in bucket order as numpy void items
-            kl, vl = int(klens[0]), int(vlens[0])
-            records = np.empty(n, np.dtype([("k", f"V{kl}"), ("v", f"V{vl}")] if vl else [("k", f"V{kl}")]))
-            records["k"] = _fixed_items(keys, kl)[order]
-            if vl:
-                records["v"] = _fixed_items(values, vl)[order]
-            payload = records.tobytes()
-            ends = np.cumsum(counts) * (kl + vl)
-            starts = np.concatenate(([0], ends[:-1]))
-            table._records = [payload[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
-            table._klen, table._vlen, table._rlen = kl, vl, kl + vl
-            table._bytes = len(payload)
-            table._len = n
-            return table
-        # key, value, key, value, ... in bucket order: one Arrow take over both columns (64-bit offsets:
-        # a store's data may pass 2 GiB)
-        pick = np.empty(2 * n, np.int64)
-        pick[0::2], pick[1::2] = order, order + n
-        both = concat_large_binary([*keys, *values])
-        rows = both.take(pa.array(pick))
-        row_offsets = np.frombuffer(rows.buffers()[1], np.int64, 2 * n + 1, rows.offset * 8)
-        payload = rows.buffers()[2].to_pybytes()[row_offsets[0]:row_offsets[-1]]
-        ends = row_offsets[2 * np.cumsum(counts)] - row_offsets[0]
-        starts = np.concatenate(([0], ends[:-1]))
-        table._records = [payload[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
-        entries = np.empty(n, _ENTRY_DTYPE)
-        entries["fp"] = (hashes[order] >> 32) & 0xFFFFFFFF
-        entries["off"] = row_offsets[0:-1:2] - row_offsets[0] - np.repeat(starts, counts)
-        entries["kl"], entries["vl"] = klens[order], vlens[order]
-        index = entries.tobytes()
-        bounds = (np.cumsum(counts) * _ENTRY_SIZE).tolist()
-        table._index = [index[s:e] for s, e in zip([0] + bounds[:-1], bounds)]
-        table._rlen = 0
-        table._bytes = len(payload) + n * _ENTRY_SIZE
+        del buckets, order
+        key_offsets, value_offsets = offsets(log.keys), offsets(log.values)
+        klens = (key_offsets[1:] - key_offsets[:-1])[rows]
+        vlens = (value_offsets[1:] - value_offsets[:-1])[rows]
+        del key_offsets, value_offsets
+        uniform = klens.min() == klens.max() > 0 and vlens.min() == vlens.max()
         table._len = n
+        table._records = []
+        if uniform:
+            table._klen, table._vlen = int(klens[0]), int(vlens[0])
+            table._rlen = table._klen + table._vlen
+        else:
+            table._index, table._rlen = [], 0
+        row_ends = np.cumsum(counts)
+        bucket_cuts = np.unique(np.searchsorted(row_ends, np.arange(_PIECE_ROWS, n, _PIECE_ROWS), side="left"))
+        first = 0
+        for last in [*bucket_cuts.tolist(), nb - 1]:
+            if last < first:
+                continue
+            lo = int(row_ends[first - 1]) if first else 0
+            hi = int(row_ends[last])
+            piece = slice(lo, hi)
+            payload = _interleaved(log, rows[piece])
+            ends = np.cumsum(counts[first:last + 1])
+            if uniform:
+                ends *= table._rlen
+                starts = np.concatenate(([0], ends[:-1]))
+                table._records += [payload[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+            else:
+                table._pack_general_piece(payload, row_hashes[piece], klens[piece], vlens[piece], ends)
+            first = last + 1
+        table._bytes = sum(map(len, table._records)) + (0 if uniform else n * _ENTRY_SIZE)
         return table
+
+    def _pack_general_piece(self, payload: bytes, hashes: np.ndarray, klens: np.ndarray, vlens: np.ndarray,
+                            bucket_ends: np.ndarray) -> None:
+        """Append buckets of the general layout: `payload` holds their rows' `key || value` in bucket order,
+        `bucket_ends` the cumulative row count at the end of each bucket."""
+        row_ends = np.cumsum(klens + vlens)
+        row_starts = row_ends - (klens + vlens)
+        byte_ends = np.concatenate(([0], row_ends))[bucket_ends]
+        byte_starts = np.concatenate(([0], byte_ends[:-1]))
+        counts = np.diff(bucket_ends, prepend=0)
+        entries = np.empty(len(hashes), _ENTRY_DTYPE)
+        entries["fp"] = (hashes >> 32) & 0xFFFFFFFF
+        entries["off"] = row_starts - np.repeat(byte_starts, counts)
+        entries["kl"], entries["vl"] = klens, vlens
+        index = entries.tobytes()
+        entry_ends = (bucket_ends * _ENTRY_SIZE).tolist()
+        self._records += [payload[s:e] for s, e in zip(byte_starts.tolist(), byte_ends.tolist())]
+        self._index += [index[s:e] for s, e in zip([0] + entry_ends[:-1], entry_ends)]  # type: ignore[operator]
 
     # ---- lookups ----------------------------------------------------------------------------------
     def get(self, key: bytes, default=None):
@@ -419,40 +434,16 @@ class PackedTable:
         return self._bytes + objects * _PER_BUCKET_OBJECT
 
 
-def bucket_order(buckets: np.ndarray, num_buckets: int) -> np.ndarray:
-    """A permutation of the rows that groups them by bucket (`buckets`: non-negative, < `num_buckets`). An LSD
-    radix sort on 16-bit digits: numpy's stable sort of uint16 is a counting sort, so each pass is linear.
-    At 2.5M rows this measured 0.04 s against 0.22 s for an argsort of the bucket numbers."""
-    order = np.argsort((buckets & 0xFFFF).astype(np.uint16), kind="stable")
-    for shift in range(16, max(num_buckets - 1, 1).bit_length(), 16):
-        digit = ((buckets[order] >> shift) & 0xFFFF).astype(np.uint16)
-        order = order[np.argsort(digit, kind="stable")]
-    return order
-
-
-def concat_large_binary(chunks: Sequence[pa.Array]) -> pa.LargeBinaryArray:
-    """Binary or large binary chunks as one large binary array (64-bit offsets: may pass 2 GiB)."""
-    return pa.concat_arrays([c.cast(pa.large_binary()) for c in chunks])
-
-
-def _offsets(chunk: pa.Array) -> np.ndarray:
-    """The offsets of a binary or large binary chunk (len + 1 of them), as int64."""
-    width = 8 if pa.types.is_large_binary(chunk.type) else 4
-    return np.frombuffer(chunk.buffers()[1], f"<i{width}", len(chunk) + 1, chunk.offset * width).astype(np.int64)
-
-
-def _lengths(column: Sequence[pa.Array]) -> np.ndarray:
-    return np.concatenate([np.diff(_offsets(c)) for c in column] or [np.zeros(0, np.int64)])
-
-
-def _fixed_items(column: Sequence[pa.Array], width: int) -> np.ndarray:
-    """The items of a column whose items all have `width` bytes, as one numpy array of void items."""
-    parts = []
-    for c in column:
-        if len(c):
-            start = int(_offsets(c)[0])
-            parts.append(np.frombuffer(c.buffers()[2], np.uint8, len(c) * width, start).view(f"V{width}"))
-    return np.concatenate(parts)
+def _interleaved(log: WriteLog, rows: np.ndarray) -> bytes:
+    """`key || value` of each of `rows` of `log`, in order, as one bytes object."""
+    picked = pa.array(rows)
+    both = pa.concat_arrays([log.keys.take(picked), log.values.take(picked)])
+    m = len(rows)
+    pick = np.empty(2 * m, np.int64)
+    pick[0::2], pick[1::2] = np.arange(m), np.arange(m, 2 * m)
+    kv = both.take(pa.array(pick))
+    ends = offsets(kv)[[0, -1]]
+    return kv.buffers()[2].slice(int(ends[0]), int(ends[1] - ends[0])).to_pybytes()
 
 
 def _fixed_width(rows: np.ndarray) -> pa.BinaryArray:

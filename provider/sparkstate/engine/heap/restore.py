@@ -4,27 +4,27 @@ table) and the chain of files they were read from.
 EmptyHeapRestore   nothing committed yet (version 0 without a manifest).
 ChainRestore       the manifest's chain (chain.py) in order: the full snapshot, if any, then the deltas.
                    Files are fetched through the verified local cache (size + crc32), read, and dropped
-                   from the cache again: the data now lives in memory. The files' Arrow columns are
-                   merged in Arrow (last write per key wins) and go into the live table in one bulk
-                   load (live_table.table_from_columns), with no per-key insert.
+                   from the cache again: the data now lives in memory. The files' rows, in order, are
+                   a log of writes (write_log.py) that goes into the live table in one bulk replay
+                   (live_table.table_from_writes): a key's last write wins, with no per-key insert.
 FullSnapshotRestore one full snapshot alone (snapshot replay starts from it, change_feed.py).
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ...checkpoint import CheckpointFileManager, Manifest, SharedFileRef
 from ...errors import ChangeFeedError, CheckpointError, CorruptCheckpointError
 from ..backend import BackendContext
 from .. import arrow_files as hf
 from .chain import EMPTY_CHAIN, Chain
-from .live_table import LiveTable, new_live_table, table_from_columns
-from .packed_table import concat_large_binary
+from .live_table import LiveTable, new_live_table, table_from_writes
+from .write_log import WriteLog
 
 
 @dataclass
@@ -33,40 +33,31 @@ class RestoredHeap:
     chain: Chain
 
 
+def _libc_malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_malloc_trim = _libc_malloc_trim()
+
+
+def return_freed_memory() -> None:
+    """Give the memory a restore freed back to the OS: its log and its arrays of one number per row. Arrow's
+    allocator and glibc's both keep freed memory for reuse, and after a 2.5M-key restore the worker stayed
+    resident at several times the table's size (docs/benchmarks.md, heap restore)."""
+    pa.default_memory_pool().release_unused()
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
 class EmptyHeapRestore:
     def __init__(self, ctx: BackendContext) -> None:
         self.ctx = ctx
 
     def run(self) -> RestoredHeap:
         return RestoredHeap(new_live_table(self.ctx.settings.heap_layout), EMPTY_CHAIN)
-
-
-Batches = list[tuple[pa.Array, pa.Array]]
-
-
-def merge_chain(full: Batches, deltas: Batches) -> Batches:
-    """The rows of a full snapshot's batches (possibly none) with the deltas' rows applied in order (last
-    write wins, a null value removes the key), as batches of distinct keys. Arrow's hash kernels do the
-    work: they find each changed key's last write and drop the full snapshot's rows of changed keys; no
-    Python object is made per row."""
-    if not deltas:
-        return full
-    # 64-bit offsets throughout: a chain's keys or values may pass 2 GiB
-    keys, values = concat_large_binary([k for k, _ in deltas]), concat_large_binary([v for _, v in deltas])
-    # each key's last write: one hash pass numbers the distinct keys, numpy keeps each number's last row
-    ids = pc.dictionary_encode(keys).indices.to_numpy()
-    last = np.full(int(ids.max()) + 1 if len(ids) else 0, -1, np.int64)
-    np.maximum.at(last, ids, np.arange(len(ids), dtype=np.int64))
-    changed, written = keys.take(pa.array(last)), values.take(pa.array(last))
-    out: Batches = []
-    if full:
-        untouched = pc.invert(pc.is_in(concat_large_binary([k for k, _ in full]), value_set=changed))
-        full_keys = pa.chunked_array([k for k, _ in full], pa.binary())
-        full_values = pa.chunked_array([v for _, v in full], pa.binary())
-        out.extend(zip(full_keys.filter(untouched).chunks, full_values.filter(untouched).chunks))
-    present = pc.is_valid(written)
-    out.append((changed.filter(present), written.filter(present)))
-    return out
 
 
 class ChainRestore:
@@ -78,8 +69,7 @@ class ChainRestore:
         m, fm, layout = self.manifest, self.ctx.file_manager, self.ctx.layout
         source = fm.manifest_path(m.version)
         chain = Chain.of(m, source)
-        full: Batches = []
-        deltas: Batches = []
+        batches: list[tuple[pa.Array, pa.Array]] = []
         verify = self.ctx.settings.verify_local_cache
         steps = ([(hf.KIND_FULL, chain.full_version, chain.full)] if chain.full else []) + \
                 [(hf.KIND_DELTA, v, ref) for v, ref in chain.deltas]
@@ -87,8 +77,12 @@ class ChainRestore:
             for kind, v, ref in steps:
                 path = fm.fetch_to_cache(ref, layout.cache_dir, m.version, verify)
                 remote = fm.file_path(ref.remote)
-                (full if kind == hf.KIND_FULL else deltas).extend(hf.read_columns(path, kind, v, remote))
-            table = table_from_columns(self.ctx.settings.heap_layout, merge_chain(full, deltas))
+                batches.extend(hf.read_columns(path, kind, v, remote))
+            log = WriteLog.of(batches)
+            del batches  # the log holds the rows once
+            table = table_from_writes(self.ctx.settings.heap_layout, log)
+            del log
+            return_freed_memory()
         finally:
             fm.prune_cache(layout.cache_dir, ())
         if len(table) != m.num_keys:
@@ -139,8 +133,10 @@ class FullSnapshotRestore:
         fm, layout = self.ctx.file_manager, self.ctx.layout
         try:
             path = fm.fetch_to_cache(self.ref, layout.cache_dir, self.version, self.ctx.settings.verify_local_cache)
-            columns = hf.read_columns(path, hf.KIND_FULL, self.version, fm.file_path(self.ref.remote))
-            table = table_from_columns(self.ctx.settings.heap_layout, columns)
+            log = WriteLog.of(hf.read_columns(path, hf.KIND_FULL, self.version, fm.file_path(self.ref.remote)))
+            table = table_from_writes(self.ctx.settings.heap_layout, log)
+            del log
+            return_freed_memory()
         finally:
             fm.prune_cache(layout.cache_dir, ())
         return RestoredHeap(table, Chain(self.ref, self.version, ()))
