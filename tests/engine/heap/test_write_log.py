@@ -2,6 +2,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from sparkstate.engine.heap import write_log
+from sparkstate.engine.heap.packed_table import PackedTable
 from sparkstate.engine.heap.write_log import WriteLog, last_writes, radix_order
 
 
@@ -22,6 +24,18 @@ def test_last_writes_tells_keys_with_one_hash_apart():
     log = WriteLog.of([(pa.array([b"x", b"y", b"x", b"z", b"y"]), pa.array([b"1", b"2", b"3", None, b"5"]))])
     hashes = np.array([-7, -7, -7, 4, -7], np.int64)   # x and y clash; negative: read as unsigned
     assert sorted(last_writes(log, hashes).tolist()) == [2, 4]
+
+
+@pytest.mark.parametrize("binary_bytes", [0, 1 << 40])
+def test_a_log_is_one_binary_column_each_or_large_binary_past_the_limit(monkeypatch, binary_bytes):
+    monkeypatch.setattr(write_log, "_BINARY_BYTES", binary_bytes)
+    log = WriteLog.of([(pa.array([b"a", b"b"]), pa.array([b"1", None])),
+                       (pa.array([b"c"], pa.large_binary()), pa.array([b"3"], pa.large_binary()))])
+    kind = pa.large_binary() if binary_bytes == 0 else pa.binary()
+    assert log.keys.type == log.values.type == kind
+    assert log.keys.to_pylist() == [b"a", b"b", b"c"] and log.values.to_pylist() == [b"1", None, b"3"]
+    table = PackedTable.from_writes(log)
+    assert dict(table.items()) == {b"a": b"1", b"c": b"3"}
 
 
 def test_an_empty_log_keeps_nothing():

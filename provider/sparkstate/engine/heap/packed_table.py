@@ -23,9 +23,10 @@ Not thread-safe: the caller (VersionedMap) serializes access.
 """
 from __future__ import annotations
 
+import functools
 import struct
 import sys
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -137,6 +138,8 @@ class PackedTable:
             table._rlen = table._klen + table._vlen
         else:
             table._index, table._rlen = [], 0
+        gather = (_fixed_width_gather(log, table._klen, table._vlen) if uniform else None) or \
+            functools.partial(_interleaved, log)
         row_ends = np.cumsum(counts)
         bucket_cuts = np.unique(np.searchsorted(row_ends, np.arange(_PIECE_ROWS, n, _PIECE_ROWS), side="left"))
         first = 0
@@ -146,7 +149,7 @@ class PackedTable:
             lo = int(row_ends[first - 1]) if first else 0
             hi = int(row_ends[last])
             piece = slice(lo, hi)
-            payload = _interleaved(log, rows[piece])
+            payload = gather(rows[piece])
             ends = np.cumsum(counts[first:last + 1])
             if uniform:
                 ends *= table._rlen
@@ -434,10 +437,42 @@ class PackedTable:
         return self._bytes + objects * _PER_BUCKET_OBJECT
 
 
+def _fixed_width_gather(log: WriteLog, klen: int, vlen: int) -> Callable[[np.ndarray], bytes] | None:
+    """rows -> their `key || value` records as one bytes object, by numpy gathers of fixed-width items: the
+    common case (every key of the log has `klen` bytes and every value `vlen`, no deletes), cheaper than
+    Arrow's takes. None when the log is not of that shape."""
+    keys = _fixed_items(log.keys, klen)
+    values = _fixed_items(log.values, vlen) if vlen else None
+    if keys is None or (vlen and values is None):
+        return None
+    dtype = np.dtype([("k", f"V{klen}"), ("v", f"V{vlen}")] if vlen else [("k", f"V{klen}")])
+
+    def gather(rows: np.ndarray) -> bytes:
+        records = np.empty(len(rows), dtype)
+        records["k"] = keys[rows]
+        if values is not None:
+            records["v"] = values[rows]
+        return records.tobytes()
+    return gather
+
+
+def _fixed_items(column: pa.Array, width: int) -> np.ndarray | None:
+    """The items of `column` as numpy void items of `width` bytes (no copy), or None unless every item is
+    non-null and has that width."""
+    if column.null_count or not len(column):
+        return None
+    ends = offsets(column)
+    if not (np.diff(ends) == width).all():
+        return None
+    return np.frombuffer(column.buffers()[2], np.uint8, len(column) * width, int(ends[0])).view(f"V{width}")
+
+
 def _interleaved(log: WriteLog, rows: np.ndarray) -> bytes:
     """`key || value` of each of `rows` of `log`, in order, as one bytes object."""
     picked = pa.array(rows)
-    both = pa.concat_arrays([log.keys.take(picked), log.values.take(picked)])
+    # 64-bit offsets: a piece of large values may pass 2 GiB
+    both = pa.concat_arrays([log.keys.take(picked).cast(pa.large_binary()),
+                             log.values.take(picked).cast(pa.large_binary())])
     m = len(rows)
     pick = np.empty(2 * m, np.int64)
     pick[0::2], pick[1::2] = np.arange(m), np.arange(m, 2 * m)

@@ -18,14 +18,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+_BINARY_BYTES = (1 << 31) - 1  # most bytes a binary column (32-bit offsets) holds
 _HASH_SLICE = 1 << 16  # rows turned into Python bytes at a time to hash them (bounded transient objects)
 
 
-def concat_large_binary(chunks: Sequence[pa.Array]) -> pa.LargeBinaryArray:
-    """Binary or large binary chunks as one large binary array (64-bit offsets: may pass 2 GiB)."""
+def concat_binary(chunks: Sequence[pa.Array]) -> pa.Array:
+    """Binary or large binary chunks as one array: binary (32-bit offsets, no cast of chunks that already are)
+    while the bytes fit, large binary past 2 GiB."""
+    kind = pa.binary() if sum(c.nbytes for c in chunks) <= _BINARY_BYTES else pa.large_binary()
     if not chunks:
-        return pa.array([], pa.large_binary())
-    return pa.concat_arrays([c.cast(pa.large_binary()) for c in chunks])
+        return pa.array([], kind)
+    return pa.concat_arrays([c if c.type == kind else c.cast(kind) for c in chunks])
 
 
 def offsets(column: pa.Array) -> np.ndarray:
@@ -36,11 +39,11 @@ def offsets(column: pa.Array) -> np.ndarray:
 
 @dataclass
 class WriteLog:
-    """Keys and values of a log of writes, in write order, as two large binary columns (a null value is a
-    delete; keys are never null)."""
+    """Keys and values of a log of writes, in write order, as two binary columns (large binary past 2 GiB; a
+    null value is a delete, keys are never null)."""
 
-    keys: pa.LargeBinaryArray
-    values: pa.LargeBinaryArray
+    keys: pa.Array
+    values: pa.Array
 
     @classmethod
     def of(cls, batches: Iterable[tuple[pa.Array, pa.Array]]) -> WriteLog:
@@ -55,7 +58,7 @@ class WriteLog:
         if n != nv or null_keys:
             raise ValueError(f"{n} keys with {nv} values ({null_keys} null keys): a log of writes needs one "
                              "value or null (a delete) per non-null key")
-        return cls(concat_large_binary(keys), concat_large_binary(values))
+        return cls(concat_binary(keys), concat_binary(values))
 
     def __len__(self) -> int:
         return len(self.keys)
