@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from .. import liveness
 from ..errors import CorruptCheckpointError
+from .arrow_columns import binary_column, int_column
 
 KIND_DELTA = "heap-delta"
 KIND_FULL = "heap-full"
@@ -75,16 +76,16 @@ def _key_groups(keys: pa.BinaryArray) -> pa.Array:
     shorter than 4 bytes, which only tests write)."""
     n = len(keys)
     if n == 0:
-        return pa.array([], pa.int32())
+        return int_column(np.zeros(0, np.int32))
     offsets = np.frombuffer(keys.buffers()[1], dtype=np.int32, count=n + 1, offset=keys.offset * 4)
     data = np.frombuffer(keys.buffers()[2], dtype=np.uint8)
     starts = offsets[:-1]
     ok = (offsets[1:] - starts) >= 4
     idx = np.where(ok, starts, 0)[:, None] + np.arange(4)
     if len(data) < 4:
-        return pa.array(np.zeros(n, dtype=np.int32))
+        return int_column(np.zeros(n, dtype=np.int32))
     kg = np.ascontiguousarray(data[np.minimum(idx, len(data) - 1)]).view(">i4").reshape(n).astype(np.int32)
-    return pa.array(np.where(ok, kg, 0).astype(np.int32))
+    return int_column(np.where(ok, kg, 0).astype(np.int32))
 
 
 def _batch(rows: Sequence[tuple[bytes, bytes | None]]) -> pa.RecordBatch:
@@ -92,7 +93,7 @@ def _batch(rows: Sequence[tuple[bytes, bytes | None]]) -> pa.RecordBatch:
 
 
 def _columns_batch(keys: Sequence[bytes], values: Sequence[bytes | None]) -> pa.RecordBatch:
-    return _arrays_batch(pa.array(keys, pa.binary()), pa.array(values, pa.binary()))
+    return _arrays_batch(binary_column(keys), binary_column(values))
 
 
 def _arrays_batch(keys: pa.BinaryArray, values: pa.BinaryArray) -> pa.RecordBatch:

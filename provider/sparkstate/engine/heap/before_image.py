@@ -21,6 +21,7 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrow_columns import binary_column
 from .live_table import BYTES_OBJECT_OVERHEAD, DICT_ENTRY_BYTES
 
 
@@ -86,7 +87,7 @@ class BeforeImage:
     def seal(self) -> None:
         """Turn pending log entries into Arrow columns (O(pending), at most LOG_CHUNK_ROWS at a time)."""
         if self._keys:
-            self._chunks.append((pa.array(self._keys, pa.binary()), pa.array(self._olds, pa.binary())))
+            self._chunks.append((binary_column(self._keys), binary_column(self._olds)))
             self._keys, self._olds = [], []
 
     def _compact(self) -> None:
@@ -164,7 +165,7 @@ class BeforeImage:
     def _columns(self) -> tuple[pa.BinaryArray, pa.BinaryArray]:
         self.seal()
         if not self._chunks:
-            empty = pa.array([], pa.binary())
+            empty = binary_column([])
             return empty, empty
         if len(self._chunks) == 1:
             return self._chunks[0]

@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...errors import StoreStateError
+from ..arrow_columns import binary_column
 from ..backend import Cursor
 from .versioned_map import VersionedMap
 
@@ -91,7 +92,7 @@ class HeapScanCursor(Cursor):
         if self._closed:
             return
         self._closed = True
-        self._keys = self._values = pa.array([], pa.large_binary())
+        self._keys = self._values = binary_column([], pa.large_binary())
         cb, self._on_close = self._on_close, None
         if cb is not None:
             cb(self)

@@ -15,6 +15,7 @@ from typing import Iterable, Iterator, Mapping, Protocol
 import pyarrow as pa
 
 from ...config import HEAP_LAYOUTS
+from ..arrow_columns import binary_column
 from .packed_table import PackedTable
 from .write_log import WriteLog
 
@@ -71,7 +72,7 @@ class DictTable(dict):
     def arrow_batches(self, rows: int) -> Iterator[tuple[pa.BinaryArray, pa.BinaryArray]]:
         keys, values = list(dict.keys(self)), list(dict.values(self))
         for i in range(0, len(keys), rows):
-            yield pa.array(keys[i:i + rows], pa.binary()), pa.array(values[i:i + rows], pa.binary())
+            yield binary_column(keys[i:i + rows]), binary_column(values[i:i + rows])
 
     def memory_bytes(self) -> int:
         """Payload plus the measured per-object and per-entry overheads."""

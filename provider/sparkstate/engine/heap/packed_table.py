@@ -31,6 +31,7 @@ from typing import Callable, Iterator, Mapping
 import numpy as np
 import pyarrow as pa
 
+from ..arrow_columns import int_column
 from .write_log import WriteLog, last_writes, offsets, radix_order
 
 _ENTRY = struct.Struct("<IIII")
@@ -142,7 +143,7 @@ class PackedTable:
             functools.partial(_interleaved, log)
         row_ends = np.cumsum(counts)
         bucket_cuts = np.unique(np.searchsorted(row_ends, np.arange(_PIECE_ROWS, n, _PIECE_ROWS), side="left"))
-        first = 0
+        first, payload_bytes = 0, 0
         for last in [*bucket_cuts.tolist(), nb - 1]:
             if last < first:
                 continue
@@ -150,6 +151,7 @@ class PackedTable:
             hi = int(row_ends[last])
             piece = slice(lo, hi)
             payload = gather(rows[piece])
+            payload_bytes += len(payload)
             ends = np.cumsum(counts[first:last + 1])
             if uniform:
                 ends *= table._rlen
@@ -158,7 +160,7 @@ class PackedTable:
             else:
                 table._pack_general_piece(payload, row_hashes[piece], klens[piece], vlens[piece], ends)
             first = last + 1
-        table._bytes = sum(map(len, table._records)) + (0 if uniform else n * _ENTRY_SIZE)
+        table._bytes = payload_bytes + (0 if uniform else n * _ENTRY_SIZE)
         return table
 
     def _pack_general_piece(self, payload: bytes, hashes: np.ndarray, klens: np.ndarray, vlens: np.ndarray,
@@ -469,14 +471,14 @@ def _fixed_items(column: pa.Array, width: int) -> np.ndarray | None:
 
 def _interleaved(log: WriteLog, rows: np.ndarray) -> bytes:
     """`key || value` of each of `rows` of `log`, in order, as one bytes object."""
-    picked = pa.array(rows)
+    picked = int_column(rows)
     # 64-bit offsets: a piece of large values may pass 2 GiB
     both = pa.concat_arrays([log.keys.take(picked).cast(pa.large_binary()),
                              log.values.take(picked).cast(pa.large_binary())])
     m = len(rows)
     pick = np.empty(2 * m, np.int64)
     pick[0::2], pick[1::2] = np.arange(m), np.arange(m, 2 * m)
-    kv = both.take(pa.array(pick))
+    kv = both.take(int_column(pick))
     ends = offsets(kv)[[0, -1]]
     return kv.buffers()[2].slice(int(ends[0]), int(ends[1] - ends[0])).to_pybytes()
 

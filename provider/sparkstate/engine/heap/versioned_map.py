@@ -33,6 +33,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrow_columns import binary_column
 from .before_image import ABSENT, BeforeImage
 from .live_table import BYTES_OBJECT_OVERHEAD, DICT_ENTRY_BYTES, DictTable, LiveTable, new_live_table
 from .packed_table import PackedTable
@@ -254,12 +255,12 @@ class VersionedMap:
         keys, values = [], []
         for k, v in self.view_batches(view, 1 << 20):
             if prefix:
-                keep = pc.equal(pc.binary_slice(k, 0, len(prefix)), pa.scalar(prefix, pa.binary()))
+                keep = pc.equal(pc.binary_slice(k, 0, len(prefix)), binary_column([prefix])[0])
                 k, v = k.filter(keep), v.filter(keep)
             keys.append(k.cast(pa.large_binary()))
             values.append(v.cast(pa.large_binary()))
         if not keys:
-            empty = pa.array([], pa.large_binary())
+            empty = binary_column([], pa.large_binary())
             return empty, empty
         all_keys, all_values = pa.concat_arrays(keys), pa.concat_arrays(values)
         order = pc.sort_indices(all_keys)  # byte order, as Python compares bytes
@@ -277,7 +278,7 @@ class VersionedMap:
             frozen = self._live.copy()
             for image in reversed(self._images_from(view)):  # the oldest image holding a key wins
                 at_view.update(image.first_values())
-        changed = pa.array(list(at_view), pa.binary()) if at_view else None
+        changed = binary_column(list(at_view)) if at_view else None
         for keys, values in frozen.arrow_batches(rows):
             if changed is not None:
                 keep = pc.invert(pc.is_in(keys, value_set=changed))
@@ -288,7 +289,7 @@ class VersionedMap:
         restored = [(k, v) for k, v in at_view.items() if v is not ABSENT]
         for i in range(0, len(restored), rows):
             chunk = restored[i:i + rows]
-            yield pa.array([k for k, _ in chunk], pa.binary()), pa.array([v for _, v in chunk], pa.binary())
+            yield binary_column([k for k, _ in chunk]), binary_column([v for _, v in chunk])
 
     def read_chunk(self, view: View, keys: Sequence[bytes], start: int, max_rows: int,
                    max_bytes: int) -> tuple[list[tuple[bytes, bytes]], int]:

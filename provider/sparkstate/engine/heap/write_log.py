@@ -18,16 +18,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_BINARY_BYTES = (1 << 31) - 1  # most bytes a binary column (32-bit offsets) holds
+from .. import arrow_columns
+from ..arrow_columns import binary_column, bools, int_column, validity
+
 _HASH_SLICE = 1 << 16  # rows turned into Python bytes at a time to hash them (bounded transient objects)
 
 
 def concat_binary(chunks: Sequence[pa.Array]) -> pa.Array:
     """Binary or large binary chunks as one array: binary (32-bit offsets, no cast of chunks that already are)
     while the bytes fit, large binary past 2 GiB."""
-    kind = pa.binary() if sum(c.nbytes for c in chunks) <= _BINARY_BYTES else pa.large_binary()
+    kind = pa.binary() if sum(c.nbytes for c in chunks) <= arrow_columns._BINARY_BYTES else pa.large_binary()
     if not chunks:
-        return pa.array([], kind)
+        return binary_column([], kind)
     return pa.concat_arrays([c if c.type == kind else c.cast(kind) for c in chunks])
 
 
@@ -102,13 +104,13 @@ def last_writes(log: WriteLog, hashes: np.ndarray) -> np.ndarray:
     keep[:-1] = ~same_as_next
     pairs = np.flatnonzero(same_as_next)
     if len(pairs):
-        equal = pc.equal(log.keys.take(pa.array(order[pairs])), log.keys.take(pa.array(order[pairs + 1])))
-        clashes = pairs[~equal.to_numpy(zero_copy_only=False)]
+        equal = pc.equal(log.keys.take(int_column(order[pairs])), log.keys.take(int_column(order[pairs + 1])))
+        clashes = pairs[~bools(equal)]
         if len(clashes):
             _resolve_clashes(log, order, same_as_next, clashes, keep)
     survivors = order[keep]
     if log.values.null_count:
-        survivors = survivors[log.values.is_valid().to_numpy(zero_copy_only=False)[survivors]]
+        survivors = survivors[validity(log.values)[survivors]]
     return survivors
 
 
