@@ -1,12 +1,16 @@
 """Arrow columns made from Python bytes and numpy arrays, and read back into numpy, without `pa.array`.
 
 Why: `pa.array`, `pa.scalar` and a boolean column's `to_numpy` check whether their input is a pandas
-object, and that check imports pandas: 0.4 s of CPU and tens of MB in every worker process that makes
-its first column, on the path of a restore or a commit. The engine never uses pandas. These functions
-build the same columns from buffers (one `b"".join` and numpy offsets), which is no slower.
+object, and that check imports pandas: 0.4 s of CPU and ~35 MB in every worker process that makes its
+first column, on the path of a restore or a commit. The engine never uses pandas. These functions build
+the same columns from buffers: one `b"".join` and numpy offsets. That takes about twice `pa.array`'s
+time (5,000 20-byte keys: 0.23 ms against 0.11 ms; with nulls 0.35 ms), a few hundredths of a
+microsecond per row written, where a row costs the worker microseconds.
 """
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import Sequence
 
 import numpy as np
@@ -22,7 +26,7 @@ def binary_column(items: Sequence[bytes | None], kind: pa.DataType = pa.binary()
     validity = None
     nulls = 0
     if None in items:
-        valid = np.fromiter((x is not None for x in items), bool, n)
+        valid = np.fromiter(map(operator.is_not, items, itertools.repeat(None)), bool, n)
         nulls = n - int(valid.sum())
         validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
         present = [x for x in items if x is not None]
