@@ -19,7 +19,7 @@ def test_binary_column_is_what_pa_array_makes(kind, items):
 
 
 def test_a_binary_column_past_32_bit_offsets_is_refused(monkeypatch):
-    monkeypatch.setattr(arrow_columns, "_BINARY_BYTES", 3)
+    monkeypatch.setattr(arrow_columns, "MAX_BINARY_BYTES", 3)
     with pytest.raises(ValueError, match="use large_binary"):
         binary_column([b"ab", b"cd"])
     assert binary_column([b"ab", b"cd"], pa.large_binary()).to_pylist() == [b"ab", b"cd"]

@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-_BINARY_BYTES = (1 << 31) - 1  # most bytes a binary column (32-bit offsets) holds
+MAX_BINARY_BYTES = (1 << 31) - 1  # most bytes a binary column (32-bit offsets) holds
 
 
 def binary_column(items: Sequence[bytes | None], kind: pa.DataType = pa.binary()) -> pa.Array:
@@ -36,7 +36,7 @@ def binary_column(items: Sequence[bytes | None], kind: pa.DataType = pa.binary()
     else:
         lengths = np.fromiter(map(len, items), np.int64, n)
         data = b"".join(items)  # type: ignore[arg-type]
-    if not large and len(data) > _BINARY_BYTES:
+    if not large and len(data) > MAX_BINARY_BYTES:
         raise ValueError(f"{len(data)} bytes do not fit a binary column (32-bit offsets); use large_binary")
     offsets = np.zeros(n + 1, np.int64 if large else np.int32)
     np.cumsum(lengths, out=offsets[1:])

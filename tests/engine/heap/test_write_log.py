@@ -28,7 +28,7 @@ def test_last_writes_tells_keys_with_one_hash_apart():
 
 @pytest.mark.parametrize("binary_bytes", [0, 1 << 40])
 def test_a_log_is_one_binary_column_each_or_large_binary_past_the_limit(monkeypatch, binary_bytes):
-    monkeypatch.setattr(arrow_columns, "_BINARY_BYTES", binary_bytes)
+    monkeypatch.setattr(arrow_columns, "MAX_BINARY_BYTES", binary_bytes)
     log = WriteLog.of([(pa.array([b"a", b"b"]), pa.array([b"1", None])),
                        (pa.array([b"c"], pa.large_binary()), pa.array([b"3"], pa.large_binary()))])
     kind = pa.large_binary() if binary_bytes == 0 else pa.binary()

@@ -27,7 +27,7 @@ _HASH_SLICE = 1 << 16  # rows turned into Python bytes at a time to hash them (b
 def concat_binary(chunks: Sequence[pa.Array]) -> pa.Array:
     """Binary or large binary chunks as one array: binary (32-bit offsets, no cast of chunks that already are)
     while the bytes fit, large binary past 2 GiB."""
-    kind = pa.binary() if sum(c.nbytes for c in chunks) <= arrow_columns._BINARY_BYTES else pa.large_binary()
+    kind = pa.binary() if sum(c.nbytes for c in chunks) <= arrow_columns.MAX_BINARY_BYTES else pa.large_binary()
     if not chunks:
         return binary_column([], kind)
     return pa.concat_arrays([c if c.type == kind else c.cast(kind) for c in chunks])
