@@ -23,6 +23,7 @@ ids, open sessions) carries over, and the next chunk of input continues where th
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import sys
@@ -34,6 +35,7 @@ if not __package__:  # run as a script from a checkout
 
     ensure_sparkstate_jobs()
 
+from sparkstate.checkpoint.manifest import Manifest  # noqa: E402
 from sparkstate.config import PREFIX, Settings  # noqa: E402
 from sparkstate.checkpoint.spark_logs import SparkLogs  # noqa: E402
 from sparkstate.errors import SparkstateError  # noqa: E402
@@ -64,8 +66,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--provider", choices=list(PROVIDERS), default="sparkstate",
                    help="state store provider (default: %(default)s); fixed once the checkpoint exists")
     p.add_argument("--backend", choices=BACKENDS, default=None,
-                   help="sparkstate backend (default: the backend setting's default, rocksdb); "
-                        "fixed once the checkpoint exists")
+                   help="sparkstate backend (default: the one the checkpoint's state was written with, else "
+                        "the backend setting's default, rocksdb); fixed once the checkpoint exists")
     p.add_argument("--view", choices=("sessions", "pages"), default="sessions",
                    help="sessions: per-user session windows; pages: per-minute page counts (default: %(default)s)")
     p.add_argument("--shuffle-partitions", type=int, default=4,
@@ -104,6 +106,33 @@ def check_run_file(workdir: str, args: argparse.Namespace) -> None:
             raise SystemExit(
                 f"{workdir} holds a checkpoint made with --{key} {recorded.get(key)}; Spark pins the "
                 f"state layout in the checkpoint, so use --{key} {recorded.get(key)} or a new --workdir.")
+
+
+def checkpoint_backend(checkpoint: str) -> str | None:
+    """The sparkstate backend that wrote the checkpoint's state (a store's manifest says), or None: a new
+    checkpoint, another provider's, or state kept elsewhere (`stateLocation`)."""
+    pattern = os.path.join(checkpoint, "state", "*", "*", "**", "sparkstate", "manifests", "*.manifest")
+    for path in sorted(glob.glob(pattern, recursive=True)):
+        with open(path, "rb") as fh:
+            return Manifest.from_bytes(fh.read(), path).backend
+    return None
+
+
+def resolve_backend(checkpoint: str, args: argparse.Namespace, conf: dict[str, str]) -> None:
+    """Resume on the backend the checkpoint's state was written with (`--backend` is fixed once the
+    checkpoint exists): a query on another backend would fail at its first commit."""
+    pinned = pinned_provider(checkpoint)
+    ours = args.provider == "sparkstate" if pinned is None else provider_name(pinned) == "sparkstate"
+    written = checkpoint_backend(checkpoint) if ours else None
+    asked = args.backend or conf.get(PREFIX + "backend")
+    if written is None:
+        return
+    if asked and asked != written:
+        raise SystemExit(f"{os.path.dirname(checkpoint)} holds state written by the {written} backend; a checkpoint "
+                         f"keeps its backend, so use --backend {written} or a new --workdir.")
+    if args.backend is None and asked is None:
+        print(f"backend: {written}, which the checkpoint's state was written with")
+    args.backend = written
 
 
 def record_run_file(workdir: str, args: argparse.Namespace) -> None:
@@ -257,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             conf.update(read_conf_file(path))
         conf.update(parse_conf_pairs(args.conf))
         Settings.parse({k: v for k, v in conf.items() if k.startswith(PREFIX)})  # fail here, not in a task
+        resolve_backend(checkpoint, args, conf)
         spark = new_session("sparkstate-demo", args.provider, shuffle_partitions=args.shuffle_partitions,
                             backend=args.backend, conf=conf)
     except (ProviderUnavailable, SparkstateError, ValueError, OSError) as exc:

@@ -39,3 +39,41 @@ def test_a_checkpoint_without_batches_keeps_the_run_files_provider(tmp_path):
     assert demo.pinned_provider(os.path.join(workdir, "checkpoint")) is None
     with pytest.raises(SystemExit, match="--provider sparkstate"):
         demo.check_run_file(workdir, argparse.Namespace(provider="hdfs", view="sessions"))
+
+
+def _state_written_by(workdir: str, backend: str) -> None:
+    from sparkstate.checkpoint.manifest import Manifest  # noqa: PLC0415
+    manifests = os.path.join(workdir, "checkpoint", "state", "1", "0", "sparkstate", "manifests")
+    os.makedirs(manifests)
+    m = Manifest(version=3, backend=backend, num_keys=1, writer_instance_id="w", query_run_id="q", created_ms=0,
+                 shared_files=())
+    with open(os.path.join(manifests, "3.manifest"), "wb") as f:
+        f.write(m.to_bytes())
+
+
+def test_a_resumed_checkpoint_keeps_the_backend_its_state_was_written_with(tmp_path):
+    workdir = _workdir(tmp_path, None)
+    checkpoint = os.path.join(workdir, "checkpoint")
+    new = argparse.Namespace(provider="sparkstate", backend=None)
+    demo.resolve_backend(checkpoint, new, {})
+    assert new.backend is None                      # nothing written yet: the setting's default applies
+    _state_written_by(workdir, "heap")
+    assert demo.checkpoint_backend(checkpoint) == "heap"
+    resumed = argparse.Namespace(provider="sparkstate", backend=None)
+    demo.resolve_backend(checkpoint, resumed, {})
+    assert resumed.backend == "heap"
+    same = argparse.Namespace(provider="sparkstate", backend="heap")
+    demo.resolve_backend(checkpoint, same, {})
+    with pytest.raises(SystemExit, match="--backend heap or a new --workdir"):
+        demo.resolve_backend(checkpoint, argparse.Namespace(provider="sparkstate", backend="rocksdb"), {})
+    with pytest.raises(SystemExit, match="written by the heap backend"):
+        demo.resolve_backend(checkpoint, argparse.Namespace(provider="sparkstate", backend=None),
+                             {"spark.sql.streaming.stateStore.sparkstate.backend": "rocksdb"})
+
+
+def test_a_checkpoint_migrated_to_another_provider_ignores_its_old_backend(tmp_path):
+    workdir = _workdir(tmp_path, HDFS)
+    _state_written_by(workdir, "heap")              # left over from before the migration
+    args = argparse.Namespace(provider="sparkstate", backend="rocksdb")
+    demo.resolve_backend(os.path.join(workdir, "checkpoint"), args, {})   # no refusal: HDFS runs it
+    assert args.backend == "rocksdb"
