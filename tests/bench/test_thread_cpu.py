@@ -1,4 +1,5 @@
 """thread_cpu: the parts a Spark run's threads are counted under, and the sampler's seconds."""
+import hashlib
 import subprocess
 import sys
 import threading
@@ -30,9 +31,12 @@ def test_threads_are_counted_under_their_part(proc, name, part):
 
 
 def _burn(seconds: float) -> None:
+    # hashing a large block releases the GIL: the sampler thread reads /proc meanwhile instead of waiting a
+    # switch interval per file (in a pytest process whose descendants include a JVM, hundreds of files)
+    block = bytes(1 << 20)
     end = time.thread_time() + seconds
     while time.thread_time() < end:
-        pass
+        hashlib.sha256(block)
 
 
 def test_sampler_counts_a_child_that_ended_and_a_thread_of_its_own():
