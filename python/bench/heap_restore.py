@@ -31,6 +31,14 @@ import sys
 import tempfile
 import time
 
+if not __package__:  # run as a script from a checkout
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # python/
+    from _checkout import ensure_sparkstate_jobs
+
+    ensure_sparkstate_jobs()
+
+from sparkstate_jobs import procfs  # noqa: E402
+
 FIELDS = ("load_s", "user_s", "sys_s", "peak_mb", "resident_mb", "table_mb")
 
 
@@ -69,11 +77,7 @@ def write_checkpoint(args: argparse.Namespace, workdir: str) -> int:
 
 
 def _resident_mb(field: str = "VmRSS") -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    return int(procfs.status(os.getpid())[field].split()[0]) / 1024   # "<n> kB"
 
 
 def restore_once(workdir: str, version: int, layout: str | None) -> dict:

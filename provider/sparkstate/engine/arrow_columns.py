@@ -50,6 +50,14 @@ def int_column(values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
 
 
+def offsets(column: pa.Array) -> np.ndarray:
+    """The offsets of a binary or large binary column (len + 1 of them) as int64: a view of a large binary
+    column's buffer, a copy of a binary column's."""
+    width = 8 if pa.types.is_large_binary(column.type) else 4
+    ends = np.frombuffer(column.buffers()[1], f"<i{width}", len(column) + 1, column.offset * width)
+    return ends.astype(np.int64, copy=False)
+
+
 def validity(column: pa.Array) -> np.ndarray:
     """True where `column` is not null, as a numpy bool array."""
     n = len(column)

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from .. import liveness
 from ..errors import CorruptCheckpointError
-from .arrow_columns import binary_column, int_column
+from .arrow_columns import binary_column, int_column, offsets
 
 KIND_DELTA = "heap-delta"
 KIND_FULL = "heap-full"
@@ -77,10 +77,10 @@ def _key_groups(keys: pa.BinaryArray) -> pa.Array:
     n = len(keys)
     if n == 0:
         return int_column(np.zeros(0, np.int32))
-    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int32, count=n + 1, offset=keys.offset * 4)
+    ends = offsets(keys)
     data = np.frombuffer(keys.buffers()[2], dtype=np.uint8)
-    starts = offsets[:-1]
-    ok = (offsets[1:] - starts) >= 4
+    starts = ends[:-1]
+    ok = (ends[1:] - starts) >= 4
     idx = np.where(ok, starts, 0)[:, None] + np.arange(4)
     if len(data) < 4:
         return int_column(np.zeros(n, dtype=np.int32))

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...errors import StoreStateError
-from ..arrow_columns import binary_column
+from ..arrow_columns import binary_column, offsets
 from ..backend import Cursor
 from .versioned_map import VersionedMap
 
@@ -60,8 +60,8 @@ class HeapScanCursor(Cursor):
             self._keys, self._values = m.view_columns(view, prefix)
         finally:
             m.unpin(view)
-        self._key_ends = _ends(self._keys)
-        self._value_ends = _ends(self._values)
+        self._key_ends = offsets(self._keys)
+        self._value_ends = offsets(self._values)
         self._pos = 0
         self._closed = False
         self._on_close = on_close
@@ -98,6 +98,3 @@ class HeapScanCursor(Cursor):
             cb(self)
 
 
-def _ends(column: pa.LargeBinaryArray) -> np.ndarray:
-    """The value offsets of a large_binary column (len + 1 of them)."""
-    return np.frombuffer(column.buffers()[1], dtype=np.int64, count=len(column) + 1, offset=column.offset * 8)

@@ -31,8 +31,8 @@ from typing import Callable, Iterator, Mapping
 import numpy as np
 import pyarrow as pa
 
-from ..arrow_columns import int_column
-from .write_log import WriteLog, last_writes, offsets, radix_order
+from ..arrow_columns import int_column, offsets
+from .write_log import WriteLog, last_writes, radix_order
 
 _ENTRY = struct.Struct("<IIII")
 _ENTRY_SIZE = _ENTRY.size  # 16
@@ -127,10 +127,8 @@ class PackedTable:
         rows, row_hashes = rows[order], row_hashes[order]
         counts = np.bincount(buckets, minlength=nb)
         del buckets, order
-        key_offsets, value_offsets = offsets(log.keys), offsets(log.values)
-        klens = (key_offsets[1:] - key_offsets[:-1])[rows]
-        vlens = (value_offsets[1:] - value_offsets[:-1])[rows]
-        del key_offsets, value_offsets
+        key_lengths, value_lengths = np.diff(offsets(log.keys)), np.diff(offsets(log.values))
+        klens, vlens = key_lengths[rows], value_lengths[rows]
         uniform = klens.min() == klens.max() > 0 and vlens.min() == vlens.max()
         table._len = n
         table._records = []
@@ -139,8 +137,9 @@ class PackedTable:
             table._rlen = table._klen + table._vlen
         else:
             table._index, table._rlen = [], 0
-        gather = (_fixed_width_gather(log, table._klen, table._vlen) if uniform else None) or \
-            functools.partial(_interleaved, log)
+        gather = (_fixed_width_gather(log, key_lengths, value_lengths, table._klen, table._vlen) if uniform
+                  else None) or functools.partial(_interleaved, log)
+        del key_lengths, value_lengths
         row_ends = np.cumsum(counts)
         bucket_cuts = np.unique(np.searchsorted(row_ends, np.arange(_PIECE_ROWS, n, _PIECE_ROWS), side="left"))
         first, payload_bytes = 0, 0
@@ -439,12 +438,13 @@ class PackedTable:
         return self._bytes + objects * _PER_BUCKET_OBJECT
 
 
-def _fixed_width_gather(log: WriteLog, klen: int, vlen: int) -> Callable[[np.ndarray], bytes] | None:
+def _fixed_width_gather(log: WriteLog, key_lengths: np.ndarray, value_lengths: np.ndarray, klen: int,
+                        vlen: int) -> Callable[[np.ndarray], bytes] | None:
     """rows -> their `key || value` records as one bytes object, by numpy gathers of fixed-width items: the
     common case (every key of the log has `klen` bytes and every value `vlen`, no deletes), cheaper than
-    Arrow's takes. None when the log is not of that shape."""
-    keys = _fixed_items(log.keys, klen)
-    values = _fixed_items(log.values, vlen) if vlen else None
+    Arrow's takes. None when the log is not of that shape (`*_lengths`: every row's, in log order)."""
+    keys = _fixed_items(log.keys, key_lengths, klen)
+    values = _fixed_items(log.values, value_lengths, vlen) if vlen else None
     if keys is None or (vlen and values is None):
         return None
     dtype = np.dtype([("k", f"V{klen}"), ("v", f"V{vlen}")] if vlen else [("k", f"V{klen}")])
@@ -458,15 +458,13 @@ def _fixed_width_gather(log: WriteLog, klen: int, vlen: int) -> Callable[[np.nda
     return gather
 
 
-def _fixed_items(column: pa.Array, width: int) -> np.ndarray | None:
+def _fixed_items(column: pa.Array, lengths: np.ndarray, width: int) -> np.ndarray | None:
     """The items of `column` as numpy void items of `width` bytes (no copy), or None unless every item is
-    non-null and has that width."""
-    if column.null_count or not len(column):
+    non-null and has that width (`lengths`: the items' lengths)."""
+    if column.null_count or not len(column) or not (lengths == width).all():
         return None
-    ends = offsets(column)
-    if not (np.diff(ends) == width).all():
-        return None
-    return np.frombuffer(column.buffers()[2], np.uint8, len(column) * width, int(ends[0])).view(f"V{width}")
+    start = int(offsets(column[:1])[0])
+    return np.frombuffer(column.buffers()[2], np.uint8, len(column) * width, start).view(f"V{width}")
 
 
 def _interleaved(log: WriteLog, rows: np.ndarray) -> bytes:

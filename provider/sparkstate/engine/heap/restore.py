@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -52,6 +52,14 @@ def return_freed_memory() -> None:
         _malloc_trim(0)
 
 
+def replay(layout: str, batches: Iterable[tuple[pa.Array, pa.Array]]) -> LiveTable:
+    """The live table of the rows `batches` yields in write order (a log of writes, write_log.py), with the
+    memory the replay freed handed back. The log is the only holder of the rows while the table builds."""
+    table = table_from_writes(layout, WriteLog.of(batches))
+    return_freed_memory()
+    return table
+
+
 class EmptyHeapRestore:
     def __init__(self, ctx: BackendContext) -> None:
         self.ctx = ctx
@@ -69,20 +77,16 @@ class ChainRestore:
         m, fm, layout = self.manifest, self.ctx.file_manager, self.ctx.layout
         source = fm.manifest_path(m.version)
         chain = Chain.of(m, source)
-        batches: list[tuple[pa.Array, pa.Array]] = []
         verify = self.ctx.settings.verify_local_cache
         steps = ([(hf.KIND_FULL, chain.full_version, chain.full)] if chain.full else []) + \
                 [(hf.KIND_DELTA, v, ref) for v, ref in chain.deltas]
-        try:
+
+        def rows() -> Iterator[tuple[pa.Array, pa.Array]]:
             for kind, v, ref in steps:
                 path = fm.fetch_to_cache(ref, layout.cache_dir, m.version, verify)
-                remote = fm.file_path(ref.remote)
-                batches.extend(hf.read_columns(path, kind, v, remote))
-            log = WriteLog.of(batches)
-            del batches  # the log holds the rows once
-            table = table_from_writes(self.ctx.settings.heap_layout, log)
-            del log
-            return_freed_memory()
+                yield from hf.read_columns(path, kind, v, fm.file_path(ref.remote))
+        try:
+            table = replay(self.ctx.settings.heap_layout, rows())
         finally:
             fm.prune_cache(layout.cache_dir, ())
         if len(table) != m.num_keys:
@@ -133,10 +137,8 @@ class FullSnapshotRestore:
         fm, layout = self.ctx.file_manager, self.ctx.layout
         try:
             path = fm.fetch_to_cache(self.ref, layout.cache_dir, self.version, self.ctx.settings.verify_local_cache)
-            log = WriteLog.of(hf.read_columns(path, hf.KIND_FULL, self.version, fm.file_path(self.ref.remote)))
-            table = table_from_writes(self.ctx.settings.heap_layout, log)
-            del log
-            return_freed_memory()
+            table = replay(self.ctx.settings.heap_layout,
+                           hf.read_columns(path, hf.KIND_FULL, self.version, fm.file_path(self.ref.remote)))
         finally:
             fm.prune_cache(layout.cache_dir, ())
         return RestoredHeap(table, Chain(self.ref, self.version, ()))

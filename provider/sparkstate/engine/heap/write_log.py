@@ -33,12 +33,6 @@ def concat_binary(chunks: Sequence[pa.Array]) -> pa.Array:
     return pa.concat_arrays([c if c.type == kind else c.cast(kind) for c in chunks])
 
 
-def offsets(column: pa.Array) -> np.ndarray:
-    """The offsets of a binary or large binary array (len + 1 of them), as int64."""
-    width = 8 if pa.types.is_large_binary(column.type) else 4
-    return np.frombuffer(column.buffers()[1], f"<i{width}", len(column) + 1, column.offset * width).astype(np.int64)
-
-
 @dataclass
 class WriteLog:
     """Keys and values of a log of writes, in write order, as two binary columns (large binary past 2 GiB; a
