@@ -186,7 +186,8 @@ def read(path: str, kind: str, version: int, source: str) -> Iterator[tuple[list
 
 def read_columns(path: str, kind: str, version: int, source: str) -> Iterator[tuple[pa.Array, pa.Array]]:
     """(keys, values) per record batch of a verified local copy, as Arrow columns; checks magic, format and
-    version, and that a full snapshot has a value for every key."""
+    version, that no key is null, and that a full snapshot has a value for every key (a delta's null value
+    is a delete)."""
     file_schema, is_file, batches = _open(path, source)
     meta = {k.decode(): v.decode() for k, v in (file_schema.metadata or {}).items()}
     if meta.get("sparkstate.format") != kind or meta.get("sparkstate.version") != str(version):
@@ -207,6 +208,9 @@ def read_columns(path: str, kind: str, version: int, source: str) -> Iterator[tu
             if kind == KIND_FULL and (keys.null_count or values.null_count):
                 raise CorruptCheckpointError(f"heap checkpoint file {source} is a full snapshot with "
                                              f"{keys.null_count} null keys and {values.null_count} null values")
+            if keys.null_count:
+                raise CorruptCheckpointError(f"heap checkpoint file {source} is a delta with {keys.null_count} "
+                                             "null keys")
             yield keys, values
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptCheckpointError(f"heap checkpoint file {source} is truncated or corrupt: {e}") from None
