@@ -73,6 +73,7 @@ BUCKET = "bench"
 RECOVERY_FILES = 5             # restart reads 1-2, executor loss 3-5 (a file source never rereads a name)
 SCHEMA = "key LONG, value LONG"
 RESULT_MARK = "@@phase-result "
+EXIT_GRACE_S = 60  # a phase's processes may take this long to end after its result
 
 
 # ---------------------------------------------------------------------------------------------- input
@@ -296,13 +297,20 @@ def run_child(args: argparse.Namespace, phase: str, provider: str, run_dir: str,
                             start_new_session=True)   # its own group: a timeout takes its JVMs and workers
     timer = threading.Timer(args.timeout + 300, _kill_group, (proc.pid, threading.Event()))
     timer.start()
+    lingering = None
     with open(log_path, "w", encoding="utf-8") as log:
         for line in proc.stdout:
             log.write(line)
             if line.startswith(RESULT_MARK):
                 result = json.loads(line[len(RESULT_MARK):])
+                # The phase is over once its result is in. A JVM left behind by it must not hold the run: Spark's
+                # RocksDB provider at 10M keys has sat idle for eight minutes on its way out, then crashed.
+                lingering = threading.Timer(EXIT_GRACE_S, _kill_group, (proc.pid, threading.Event()))
+                lingering.start()
     rc = proc.wait()
     timer.cancel()
+    if lingering is not None:
+        lingering.cancel()
     if result is None:
         result = {"status": f"failed (exit {rc})", "error": tail(log_path, 15)}
     return result
