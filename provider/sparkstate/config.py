@@ -189,10 +189,10 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "restores about twice as large (docs/benchmarks.md). The mapped pages count in the worker's "
                 "resident memory (as YARN's memory check sees it), and so the store's memoryUsedBytes "
                 "includes its SST files' bytes. With compression, blocks are still decompressed into the "
-                "block cache: at 10M keys that cost as much as mapping saved. A file truncated under a mapped store (on local disk "
-                "the checkpoint's SST files are links to the live ones) ends its worker process (SIGBUS) "
-                "instead of failing the read; the task is retried, and its restore names the damaged "
-                "file.", "true, false"),
+                "block cache: at 10M keys that cost as much as mapping saved. A file truncated under a "
+                "mapped store (on local disk the checkpoint's SST files are links to the live ones) ends "
+                "its worker process (SIGBUS) instead of failing the read; the task is retried, and its "
+                "restore names the damaged file.", "true, false"),
     Declaration("rocksdb.changeLog", "rocksdb_change_log", False, _bool,
                 "RocksDB backend: keep each commit's writes in a change log file beside its SSTs (an Arrow "
                 "stream compressed as heap.compression, retained with its version), which Spark's change "
