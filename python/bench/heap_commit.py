@@ -44,11 +44,9 @@ def main() -> None:
 
     scratch = args.dir or tempfile.mkdtemp(prefix="sparkstate-heap-commit-")
     os.makedirs(scratch, exist_ok=True)
-    spec = StoreSpec(checkpoint_location="file:" + os.path.join(scratch, "ckpt"), operator_id=0, partition_id=0,
-                     store_name="default", instance_id="bench", query_run_id="r", key_schema_json="{}",
-                     value_schema_json="{}", num_cols_prefix_key=0, num_partitions=1, min_versions_to_retain=100,
-                     settings=dataclasses.replace(Settings(), backend="heap",
-                                                  **({"heap_layout": args.layout} if args.layout else {})))
+    spec = StoreSpec.standalone("file:" + os.path.join(scratch, "ckpt"),
+                                dataclasses.replace(Settings(), backend="heap",
+                                                    **({"heap_layout": args.layout} if args.layout else {})))
     n, w, step = args.keys, args.written, max(1, args.batch_records)
 
     def key(i: int) -> bytes:  # 20 bytes: a key group (4 bytes, big-endian) + 16 bytes

@@ -46,9 +46,7 @@ def _spec(checkpoint: str, instance: str, layout: str | None):
     from sparkstate.config import Settings
     from sparkstate.engine.spec import StoreSpec
     settings = dataclasses.replace(Settings(), backend="heap", **({"heap_layout": layout} if layout else {}))
-    return StoreSpec(checkpoint_location="file:" + checkpoint, operator_id=0, partition_id=0, store_name="default",
-                     instance_id=instance, query_run_id="bench", key_schema_json="{}", value_schema_json="{}",
-                     num_cols_prefix_key=0, num_partitions=4, min_versions_to_retain=100, settings=settings)
+    return StoreSpec.standalone("file:" + checkpoint, settings, instance, num_partitions=4)
 
 
 def _key(i: int) -> bytes:

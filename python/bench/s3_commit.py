@@ -72,10 +72,7 @@ def run_one(storage: str, backend: str, location: str, fileio, args, local_root:
     from sparkstate.keygroups import storage_key
 
     settings = dataclasses.replace(Settings(), backend=backend)
-    spec = StoreSpec(checkpoint_location=location, operator_id=0, partition_id=0, store_name="default",
-                     instance_id=f"bench-{uuid.uuid4().hex[:6]}", query_run_id="bench", key_schema_json="{}",
-                     value_schema_json="{}", num_cols_prefix_key=0, num_partitions=1, min_versions_to_retain=100,
-                     settings=settings)
+    spec = StoreSpec.standalone(location, settings, f"bench-{uuid.uuid4().hex[:6]}")
     io = _counting(fileio)
     store = Store(spec, local_root, fileio=io)
     rng = random.Random(7)

@@ -27,6 +27,25 @@ def test_spec_from_json():
         StoreSpec.from_json({k: v for k, v in doc.items() if k != "numPartitions"})
 
 
+@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+def test_a_standalone_store_commits_and_a_second_instance_reads_it(tmp_path, backend):
+    import dataclasses
+
+    from sparkstate.config import Settings
+    settings = dataclasses.replace(Settings(), backend=backend)
+    location = "file:" + str(tmp_path / "ckpt")
+    writer = Store(StoreSpec.standalone(location, settings, "writer"), str(tmp_path / "w"))
+    writer.load(0)
+    writer.apply_batch([kv(1), kv(2)])
+    writer.commit()
+    writer.close()
+    reader = Store(StoreSpec.standalone(location, settings, "reader"), str(tmp_path / "r"))
+    reader.load(1)
+    assert contents(reader) == dict([kv(1), kv(2)])
+    reader.close()
+
+
+
 def test_put_get_remove_scan_prefix(new_store):
     s = new_store()
     assert s.load(0).source == "checkpoint"

@@ -60,6 +60,16 @@ class StoreSpec:
         values["hadoop_s3a"] = {str(k): str(v) for k, v in (doc.get("hadoopS3a") or {}).items()}
         return cls(**values)
 
+    @classmethod
+    def standalone(cls, checkpoint_location: str, settings: Settings, instance_id: str = "standalone",
+                   num_partitions: int = 1) -> "StoreSpec":
+        """A store opened outside Spark (benchmarks, tools): partition 0 of operator 0's default store, with no
+        schemas, retaining 100 versions."""
+        return cls(checkpoint_location=checkpoint_location, operator_id=0, partition_id=0, store_name="default",
+                   instance_id=instance_id, query_run_id="standalone", key_schema_json="{}",
+                   value_schema_json="{}", num_cols_prefix_key=0, num_partitions=num_partitions,
+                   min_versions_to_retain=100, settings=settings)
+
     @property
     def location(self) -> StoreLocation:
         return StoreLocation(self.checkpoint_location, self.operator_id, self.partition_id, self.store_name,
