@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.runs} runs each in a new process", flush=True)
         sides = [("this", here)] + ([("against", os.path.join(os.path.abspath(args.against), "provider"))]
                                     if args.against else [])
-        print(f"{'':<10} {'load s':>8} {'user s':>8} {'sys s':>8} {'peak MB':>9} {'after MB':>9} {'table MB':>9}  pandas")
+        print(f"{'':<10} {'load s':>8} {'user s':>8} {'sys s':>8} {'peak MB':>9} {'after MB':>9} "
+              f"{'table MB':>9}  pandas")
         results: dict[str, list[dict]] = {label: [] for label, _ in sides}
         for run in range(args.runs):
             # The sides take turns at going first: with a fixed order, the side that went first took 0.2-0.3 s

@@ -45,7 +45,6 @@ def test_a_standalone_store_commits_and_a_second_instance_reads_it(tmp_path, bac
     reader.close()
 
 
-
 def test_put_get_remove_scan_prefix(new_store):
     s = new_store()
     assert s.load(0).source == "checkpoint"

@@ -205,12 +205,11 @@ def read_columns(path: str, kind: str, version: int, source: str) -> Iterator[tu
         for b in batches:
             liveness.tick()  # a long restore is progress, not a hang (worker heartbeat)
             keys, values = b.column(1), b.column(2)
-            if kind == KIND_FULL and (keys.null_count or values.null_count):
-                raise CorruptCheckpointError(f"heap checkpoint file {source} is a full snapshot with "
-                                             f"{keys.null_count} null keys and {values.null_count} null values")
-            if keys.null_count:
-                raise CorruptCheckpointError(f"heap checkpoint file {source} is a delta with {keys.null_count} "
-                                             "null keys")
+            full = kind == KIND_FULL
+            if keys.null_count or (full and values.null_count):
+                nulls = f"{keys.null_count} null keys" + (f" and {values.null_count} null values" if full else "")
+                raise CorruptCheckpointError(f"heap checkpoint file {source} is a "
+                                             f"{'full snapshot' if full else 'delta'} with {nulls}")
             yield keys, values
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptCheckpointError(f"heap checkpoint file {source} is truncated or corrupt: {e}") from None
