@@ -32,6 +32,8 @@ class OperatorStats:
     rows_dropped_by_watermark: int
     memory_bytes: int
     commit_ms: int
+    updates_ms: int           # allUpdatesTimeMs: gets and puts of the batch's rows, summed over tasks
+    removals_ms: int          # allRemovalsTimeMs: the watermark's eviction, summed over tasks
     custom: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -60,6 +62,14 @@ class BatchStats:
     def commit_ms(self) -> int:
         return sum(op.commit_ms for op in self.operators)
 
+    @property
+    def updates_ms(self) -> int:
+        return sum(op.updates_ms for op in self.operators)
+
+    @property
+    def removals_ms(self) -> int:
+        return sum(op.removals_ms for op in self.operators)
+
     @classmethod
     def from_progress(cls, progress: Any) -> "BatchStats":
         p = progress_dict(progress)
@@ -72,6 +82,8 @@ class BatchStats:
                 rows_dropped_by_watermark=int(op.get("numRowsDroppedByWatermark", 0)),
                 memory_bytes=int(op.get("memoryUsedBytes", 0)),
                 commit_ms=int(op.get("commitTimeMs", 0)),
+                updates_ms=int(op.get("allUpdatesTimeMs", 0)),
+                removals_ms=int(op.get("allRemovalsTimeMs", 0)),
                 custom={k: int(v) for k, v in (op.get("customMetrics") or {}).items()},
             )
             for op in p.get("stateOperators") or []
