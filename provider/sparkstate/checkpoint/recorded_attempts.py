@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..errors import CheckpointError
-from .file_manager import CheckpointFileManager, parse_manifest_name
+from .file_manager import CheckpointFileManager, check_checkpoint_id, parse_manifest_name
 from .manifest import Manifest
 from .spark_logs import SparkLogs
 
@@ -43,6 +43,18 @@ class RecordedAttempts:
         return parts[partition] if partition < len(parts) else []
 
 
+def held_attempt(fm: CheckpointFileManager, version: int, candidates: list[str],
+                 manifest_names: Iterable[str] | None = None) -> int | None:
+    """Index in `candidates` of the attempt whose manifest of `version` this store holds, or None when it
+    holds none of them. Ids are unique, so at most one matches. `manifest_names` are the names in the
+    store's manifests directory when the caller has listed it; without them each candidate is looked up."""
+    if manifest_names is not None:
+        held = {p[1] for name in manifest_names if (p := parse_manifest_name(name)) and p[0] == version}
+        return next((i for i, c in enumerate(candidates) if c in held), None)
+    return next((i for i, c in enumerate(candidates)
+                 if fm.fileio.exists(fm.manifest_path(version, check_checkpoint_id(c)))), None)
+
+
 def read_recorded_manifest(fm: CheckpointFileManager, version: int, candidates: list[str] | None,
                            manifest_names: Iterable[str]) -> Manifest:
     """The manifest a reader of `version` must take: the recorded attempt's, i.e. the candidate this store
@@ -50,11 +62,10 @@ def read_recorded_manifest(fm: CheckpointFileManager, version: int, candidates: 
     when nothing is recorded."""
     if candidates is None:
         return fm.read_manifest(version)
-    held = {p[1] for name in manifest_names if (p := parse_manifest_name(name)) and p[0] == version}
-    recorded = next((c for c in candidates if c in held), None)
-    if recorded is None:
+    hit = held_attempt(fm, version, candidates, manifest_names)
+    if hit is None:
         raise CheckpointError(
             f"Spark's commit log (batch {version - 1}) records the attempts {', '.join(candidates) or 'none'} for "
             f"this store's partition, and {fm.manifests_dir} holds the manifest of none of them for version "
             f"{version}: the state is not the one the commit log was written with")
-    return fm.read_manifest(version, recorded)
+    return fm.read_manifest(version, candidates[hit])

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field
 from math import gcd
 from typing import Any
 
-from ..checkpoint.file_manager import check_checkpoint_id
 from ..checkpoint.location import open_file_manager, spark_store_location
+from ..checkpoint.recorded_attempts import held_attempt
 from ..checkpoint.spark_logs import (
     PROVIDER_CLASS_CONF,
     SUPPORTED_OPERATORS,
@@ -276,8 +276,7 @@ def _with_recorded_ids(plan: Plan, recorded: dict[str, list[list[str]]], source:
             for part, candidates in enumerate(per_partition):
                 spec = StoreSpec.from_json(store_spec_doc(plan, store, part, "plan"))
                 fm = open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a)
-                hit = next((i for i, c in enumerate(candidates)
-                            if fm.fileio.exists(fm.manifest_path(plan.old_version, check_checkpoint_id(c)))), None)
+                hit = held_attempt(fm, plan.old_version, candidates)
                 if hit is None:
                     raise RescaleError(
                         f"{store.label} partition {part}: none of the attempts {source} records for it ({candidates}) "
