@@ -61,6 +61,10 @@ Then, per workload, sparkstate-rocksdb / rocksdb-changelog and sparkstate-heap /
 ours faster), p99 batch time and state memory (< 1: ours lower). Results go to `--out` as JSON, the
 throughput ratios to a bar chart, `--chart` (needs matplotlib: `pip install .[bench]`). The exit status is 1
 when a run failed or a WARNING was printed.
+
+A ratio moves between invocations on this kind of machine, so quote several: `--median-of a.json,b.json,...`
+runs nothing and prints each ratio's median over those invocations' results, with each one's in brackets,
+and charts the medians.
 """
 from __future__ import annotations
 
@@ -71,6 +75,7 @@ import math
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -632,6 +637,63 @@ def ratio_table(ratios: dict[str, dict[str, dict[str, float | None]]], pair: str
     return "\n".join(lines)
 
 
+def median_ratios(runs: list[dict[str, dict[str, dict[str, float | None]]]]
+                  ) -> tuple[dict[str, dict[str, dict[str, float | None]]], dict[str, dict[str, dict[str, list[float]]]]]:
+    """The per-cell median of several invocations' ratios, and each cell's values in invocation order.
+    A cell an invocation did not report (a failed provider) is left out of its median."""
+    medians: dict[str, dict[str, dict[str, float | None]]] = {}
+    values: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for run in runs:
+        for workload, pairs in run.items():
+            for pair, metrics in pairs.items():
+                for key, v in metrics.items():
+                    cell = values.setdefault(workload, {}).setdefault(pair, {}).setdefault(key, [])
+                    if v is not None:
+                        cell.append(v)
+    for workload, pairs in values.items():
+        medians[workload] = {pair: {key: statistics.median(vs) if vs else None for key, vs in metrics.items()}
+                             for pair, metrics in pairs.items()}
+    return medians, values
+
+
+def median_table(medians: dict[str, dict[str, dict[str, float | None]]],
+                 values: dict[str, dict[str, dict[str, list[float]]]], pair: str) -> str:
+    """One pair's median ratios per workload, each followed by the invocations' own in brackets."""
+    lines = ["| workload | " + " | ".join(label for _, label in RATIO_METRICS) + " |",
+             "|---|" + "---:|" * len(RATIO_METRICS)]
+    for workload, pairs in medians.items():
+        if pair not in pairs:
+            continue
+        cells = []
+        for key, _ in RATIO_METRICS:
+            m = pairs[pair][key]
+            each = ", ".join(f"{v:.2f}" for v in values[workload][pair][key])
+            cells.append("-" if m is None else f"**{m:.2f}x** ({each})")
+        lines.append(f"| {workload} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def print_median_of(paths: list[str], chart: str) -> int:
+    """`--median-of`: the median ratios of earlier invocations' JSON results, and their chart."""
+    runs = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                runs.append(json.load(fh)["ratios"])
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"cannot read the ratios of {path}: {exc}", file=sys.stderr)
+            return 2
+    medians, values = median_ratios(runs)
+    for ours, theirs in RATIO_PAIRS:
+        pair = f"{ours}/{theirs}"
+        if any(pair in r for r in medians.values()):
+            print(f"\n### {ours} ÷ {theirs}, median of {len(runs)} (each in brackets)\n")
+            print(median_table(medians, values, pair))
+    if chart and write_chart(chart, medians):
+        print(f"chart: {os.path.abspath(chart)}")
+    return 0
+
+
 def write_chart(path: str, ratios: dict[str, dict[str, dict[str, float | None]]]) -> bool:
     """Grouped bars of the throughput ratios per workload; False (and a hint) without matplotlib."""
     try:
@@ -702,6 +764,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default="bench-workloads.json", help="JSON results (default: %(default)s)")
     p.add_argument("--chart", default="bench-workloads.png",
                    help="PNG of the throughput ratios (default: %(default)s; '' for none)")
+    p.add_argument("--median-of", metavar="JSON,...",
+                   help="run nothing: print the median ratios of these earlier --out files (each invocation's in "
+                        "brackets) and chart them (--chart)")
     # Internal: one workload with one provider in this process (spawned by the harness).
     p.add_argument("--run-one", help=argparse.SUPPRESS)
     p.add_argument("--data", help=argparse.SUPPRESS)
@@ -732,6 +797,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.run_one:
         return run_one(args)
+    if args.median_of:
+        return print_median_of([x for x in args.median_of.split(",") if x.strip()], args.chart)
 
     args.workdir = os.path.abspath(args.workdir or tempfile.mkdtemp(prefix="sparkstate-workloads-"))
     print(f"workdir {args.workdir}; {args.shuffle_partitions} partitions, {args.master}; sizes: "

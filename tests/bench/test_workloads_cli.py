@@ -94,3 +94,33 @@ def test_script_fails_fast_on_a_bad_name(tmp_path):
     assert done.returncode == 2
     assert "unknown provider(s): nope" in done.stderr
     assert not os.listdir(tmp_path), "nothing may be generated before the arguments are valid"
+
+
+def _ratios(rows_per_s: float | None, p99: float) -> dict:
+    pairs = {"sparkstate-heap/hdfs": {"rows_per_s": rows_per_s, "p99_batch_ms": p99, "state_memory_bytes": 0.25}}
+    return {"dedup": pairs}
+
+
+def test_median_of_takes_each_cells_median_and_leaves_out_missing_runs():
+    runs = [_ratios(0.84, 1.5), _ratios(None, 1.2), _ratios(1.03, 1.1), _ratios(0.81, 1.3)]
+    medians, values = workloads.median_ratios(runs)
+    cell = medians["dedup"]["sparkstate-heap/hdfs"]
+    assert cell["rows_per_s"] == pytest.approx(0.84)      # of 0.84, 1.03, 0.81: the failed run is left out
+    assert cell["p99_batch_ms"] == pytest.approx(1.25)
+    assert values["dedup"]["sparkstate-heap/hdfs"]["rows_per_s"] == [0.84, 1.03, 0.81]
+    table = workloads.median_table(medians, values, "sparkstate-heap/hdfs")
+    assert "| dedup | **0.84x** (0.84, 1.03, 0.81) | **1.25x** (1.50, 1.20, 1.10, 1.30) |" in table
+
+
+def test_median_of_reads_earlier_results_and_names_an_unreadable_one(tmp_path, capsys):
+    import json
+
+    paths = []
+    for i, r in enumerate([_ratios(0.9, 1.0), _ratios(0.8, 1.0), _ratios(1.0, 1.0)]):
+        paths.append(str(tmp_path / f"wl{i}.json"))
+        with open(paths[-1], "w") as fh:
+            json.dump({"ratios": r}, fh)
+    assert workloads.main(["--median-of", ",".join(paths), "--chart", ""]) == 0
+    assert "**0.90x** (0.90, 0.80, 1.00)" in capsys.readouterr().out
+    assert workloads.main(["--median-of", paths[0] + "," + str(tmp_path / "missing.json"), "--chart", ""]) == 2
+    assert "missing.json" in capsys.readouterr().err
