@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import LongType, StringType, StructField, StructType
+from sparkstate_jobs.progress import progress_dict
 from spark_harness import (
     BatchCollector,
     InputDir,
@@ -21,6 +22,7 @@ from spark_harness import (
     committed_batches,
     read_parquet_sink,
     run_available_now,
+    run_available_now_progress,
 )
 
 DELAY = "10 seconds"
@@ -224,11 +226,15 @@ def _run_join(spark, tmp_path, how: str, seed: int):
     left = InputDir(spark, str(tmp_path / "left"), JOIN_SCHEMA)
     right = InputDir(spark, str(tmp_path / "right"), JOIN_SCHEMA)
     checkpoint, output = str(tmp_path / "checkpoint"), str(tmp_path / "output")
+    read_ahead_gets = 0
 
     def run():
+        nonlocal read_ahead_gets
         writer = (_join(left.stream(), right.stream(), how, streaming=True).writeStream
                   .outputMode("append").format("parquet").option("path", output))
-        run_available_now(writer, checkpoint)
+        for progress in run_available_now_progress(writer, checkpoint):
+            for op in progress_dict(progress).get("stateOperators") or []:
+                read_ahead_gets += int((op.get("customMetrics") or {}).get("sparkstateReadAheadGets", 0))
 
     split = 2
     left.add_all(left_files[:split])
@@ -243,17 +249,20 @@ def _run_join(spark, tmp_path, how: str, seed: int):
     batch = _join(left.batch(), right.batch(), how, streaming=False)
     # The global watermark is the minimum over both inputs (default multipleWatermarkPolicy=min).
     final_wm = min(max_t(left_files), max_t(right_files)) - DELAY_S
-    return read_parquet_sink(spark, output), batch, final_wm
+    return read_parquet_sink(spark, output), batch, final_wm, read_ahead_gets
 
 
 @pytest.mark.variants("rocksdb", "heap", "socket", "py4j", "rocksdb-logged", "rocksdb-mapped")
 def test_stream_stream_inner_join(spark, tmp_path, variant):
-    got, batch, _ = _run_join(spark, tmp_path, "inner", seed=7)
+    got, batch, _, read_ahead_gets = _run_join(spark, tmp_path, "inner", seed=7)
     assert_same_rows(got, batch.collect(), min_rows=40)
+    # The eviction passes read the values of every key they scan, fetched ahead a chunk at a time.
+    assert read_ahead_gets > 0
 
 
 def test_stream_stream_left_outer_join(spark, tmp_path, variant):
-    got, batch, final_wm = _run_join(spark, tmp_path, "left_outer", seed=8)
+    got, batch, final_wm, read_ahead_gets = _run_join(spark, tmp_path, "left_outer", seed=8)
+    assert read_ahead_gets > 0
     # An unmatched left row is emitted once no future right row can match it: once the watermark
     # passes lt + range. Rows still waiting at the end (only the advance row, by construction) are
     # not expected yet.

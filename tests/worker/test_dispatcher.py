@@ -1,3 +1,4 @@
+import pytest
 from sparkstate.worker import protocol as p
 from sparkstate.worker.dispatcher import Session
 
@@ -14,6 +15,41 @@ def test_get_sees_earlier_pipelined_batch():
     assert session.handle(p.OP_BATCH, 1, p.encode_batch([(b"kkkk", b"v")])) is None
     assert session.handle(p.OP_GET, 1, b"kkkk") == p.encode_value(b"v")
     assert session.handle(p.OP_GET, 1, b"missing") == p.ABSENT
+
+
+def _values(response: bytes) -> list[bytes | None]:
+    """Decodes a GET_MANY response."""
+    (n,) = p.INT.unpack_from(response, 0)
+    lens = [p.INT.unpack_from(response, 4 + 4 * i)[0] for i in range(n)]
+    out, off = [], 4 + 4 * n
+    for length in lens:
+        out.append(None if length < 0 else response[off:off + length])
+        off += max(length, 0)
+    assert off == len(response)
+    return out
+
+
+def test_get_many_answers_each_key_in_order_after_the_batches_before_it():
+    session, _ = _session()
+    session.handle(p.OP_BATCH, 1, p.encode_batch([(b"kkk1", b"one"), (b"kkk2", b""), (b"kkk3", b"3")]))
+    session.handle(p.OP_BATCH, 1, p.encode_batch([(b"kkk3", None)]))
+    response = session.handle(p.OP_GET_MANY, 1, p.encode_keys([b"kkk2", b"none", b"kkk1", b"kkk3"]))
+    assert _values(response) == [b"", None, b"one", None]
+    assert _values(session.handle(p.OP_GET_MANY, 1, p.encode_keys([]))) == []
+
+
+@pytest.mark.parametrize("payload, message", [
+    (b"", "no key count"),
+    (p.INT.pack(2) + p.INT.pack(4), "announces 2 keys"),
+    (p.encode_keys([b"kkk1", b"kk"]), "shorter than its 4-byte key group"),
+    (p.encode_keys([b"kkk1"]) + b"x", "lengths cover 12 of 13 bytes"),
+])
+def test_a_malformed_get_many_is_answered_with_an_error_and_the_session_goes_on(payload, message):
+    session, _ = _session()
+    response = session.handle(p.OP_GET_MANY, 1, payload)
+    assert p.INT.unpack_from(response, 0)[0] == p.ERROR_CODE
+    assert message in p.decode_error(response)
+    assert session.handle(p.OP_SYNC, 1, b"") == p.OK
 
 
 def test_async_error_is_reported_by_next_sync_frame_once():

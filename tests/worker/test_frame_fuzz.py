@@ -73,8 +73,12 @@ def random_frame(rng: random.Random) -> tuple[bytes, bool]:
         return p.encode_request(p.OP_SCAN_CLOSE, handle, rng.randbytes(rng.choice([0, 4, 5]))), False
     if roll < 0.82:
         return p.encode_request(p.OP_SYNC, handle, rng.randbytes(rng.choice([0, 0, 3]))), True
+    if roll < 0.86:
+        keys = p.encode_keys([_key(rng) for _ in range(rng.randrange(0, 4))])
+        payload = keys if rng.random() < 0.6 else keys[:rng.randrange(0, len(keys) + 1)] + rng.randbytes(2)
+        return p.encode_request(p.OP_GET_MANY, handle, payload), True
     # A header that cannot be trusted: unknown op, negative or huge length.
-    op = rng.choice([0, 8, 200, p.OP_GET, p.OP_BATCH])
+    op = rng.choice([0, 9, 200, p.OP_GET, p.OP_BATCH])
     length = rng.choice([-1, -9, -(2 ** 31), p.MAX_PAYLOAD + 1, 2 ** 31 - 1]) if op in (p.OP_GET, p.OP_BATCH) \
         else rng.randrange(0, 16)
     return struct.pack("<Bii", op, handle, length) + rng.randbytes(max(0, min(length, 16))), True

@@ -75,6 +75,9 @@ class Session:
             return self._chunk(cursor_id)
         if op == p.OP_SCAN_NEXT:
             return self._chunk(p.decode_cursor(op, payload))
+        if op == p.OP_GET_MANY:
+            get = self._store_of(handle).get
+            return p.encode_values([get(key) for key in p.decode_keys(payload)])
         if op == p.OP_SYNC:
             if payload:
                 raise ProtocolError(f"SYNC payload has {len(payload)} bytes, expected none")

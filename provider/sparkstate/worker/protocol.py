@@ -10,6 +10,7 @@ SCAN_NEXT payload = i32 cursor                     -> chunk
 SCAN_CLOSE payload = i32 cursor                    (no response)
 SYNC      payload = empty                          -> i32 0
 SHM_ATTACH payload = utf-8 segment path            -> i32 0   (first frame on a socket; see shm_channel)
+GET_MANY  payload = i32 n | i32 klen[n] | key_i... -> i32 n | i32 vlen[n] | value_i...   (vlen = -1: absent)
 chunk     = i32 n | u8 done | i32 cursor | i32 klen[n] | i32 vlen[n] | (key_i value_i)...
 error     = i32 -2 | i32 len | utf-8 message       (instead of any sync response)
 
@@ -37,9 +38,11 @@ OP_SCAN_NEXT = 4
 OP_SCAN_CLOSE = 5
 OP_SYNC = 6
 OP_SHM_ATTACH = 7  # socket only, first frame: payload = segment path; -> i32 0 (then frames move there)
+OP_GET_MANY = 8  # the gets a join's eviction pass is about to make, in one round trip
 
-SYNC_OPS = frozenset({OP_GET, OP_SCAN_OPEN, OP_SCAN_NEXT, OP_SYNC})
-KNOWN_OPS = frozenset({OP_BATCH, OP_GET, OP_SCAN_OPEN, OP_SCAN_NEXT, OP_SCAN_CLOSE, OP_SYNC, OP_SHM_ATTACH})
+SYNC_OPS = frozenset({OP_GET, OP_SCAN_OPEN, OP_SCAN_NEXT, OP_SYNC, OP_GET_MANY})
+KNOWN_OPS = frozenset({OP_BATCH, OP_GET, OP_SCAN_OPEN, OP_SCAN_NEXT, OP_SCAN_CLOSE, OP_SYNC, OP_SHM_ATTACH,
+                       OP_GET_MANY})
 # The largest payload a frame may announce: far above any frame the shim sends (BATCH frames are flushed
 # at 256 KiB; one record can exceed that only with a value of that size), and a bound on what a bad
 # header can make the worker wait for or allocate.
@@ -79,7 +82,7 @@ def op_name(op: int) -> str:
 
 
 _OP_NAMES = {OP_BATCH: "BATCH", OP_GET: "GET", OP_SCAN_OPEN: "SCAN_OPEN", OP_SCAN_NEXT: "SCAN_NEXT",
-             OP_SCAN_CLOSE: "SCAN_CLOSE", OP_SYNC: "SYNC", OP_SHM_ATTACH: "SHM_ATTACH"}
+             OP_SCAN_CLOSE: "SCAN_CLOSE", OP_SYNC: "SYNC", OP_SHM_ATTACH: "SHM_ATTACH", OP_GET_MANY: "GET_MANY"}
 
 
 def decode_cursor(op: int, payload: bytes) -> int:
@@ -126,6 +129,42 @@ def decode_batch(payload: bytes) -> list[tuple[bytes, bytes | None]]:
 
 
 _ONE_RECORD = struct.Struct("<iii")
+
+
+def decode_keys(payload: bytes) -> list[bytes]:
+    """The keys of a GET_MANY payload, in order."""
+    size = len(payload)
+    if size < 4:
+        raise ProtocolError(f"GET_MANY payload of {size} bytes has no key count")
+    (n,) = INT.unpack_from(payload, 0)
+    off = 4 + 4 * n
+    if n < 0 or off > size:
+        raise ProtocolError(f"GET_MANY announces {n} keys but has {size} bytes")
+    keys: list[bytes] = []
+    for klen in _int_array(payload, 4, n):
+        if klen < KEY_GROUP_BYTES:
+            raise ProtocolError(f"GET_MANY key of {klen} bytes is shorter than its {KEY_GROUP_BYTES}-byte key group")
+        keys.append(payload[off:off + klen])
+        off += klen
+    if off != size:
+        raise ProtocolError(f"GET_MANY of {n} keys: lengths cover {off} of {size} bytes")
+    return keys
+
+
+def encode_values(values: Sequence[bytes | None]) -> bytes:
+    """The response to a GET_MANY: the values in the keys' order, -1 for an absent key."""
+    lens = array("i", (-1 if v is None else len(v) for v in values))
+    if not _LITTLE:
+        lens.byteswap()
+    return INT.pack(len(values)) + lens.tobytes() + b"".join(v for v in values if v is not None)
+
+
+def encode_keys(keys: Sequence[bytes]) -> bytes:
+    """Inverse of decode_keys (used by tests and Python-side clients)."""
+    lens = array("i", (len(k) for k in keys))
+    if not _LITTLE:
+        lens.byteswap()
+    return INT.pack(len(keys)) + lens.tobytes() + b"".join(keys)
 
 
 def _bad_batch(n: int, size: int) -> str:

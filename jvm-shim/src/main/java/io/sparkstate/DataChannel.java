@@ -1,5 +1,7 @@
 package io.sparkstate;
 
+import java.util.List;
+
 /**
  * The data path to one worker (docs/architecture.md §4): puts and removes are buffered and sent as BATCH
  * frames without a round trip; gets, scans and SYNC are synchronous. One channel belongs to the worker and
@@ -15,6 +17,12 @@ interface DataChannel extends AutoCloseable {
 
   /** The stored value bytes, or null when the key is absent. Flushes pending batches first. */
   byte[] get(int handle, byte[] key);
+
+  /**
+   * The stored values of {@code keys} in one round trip (null: absent), after every buffered write, so
+   * each answer reflects them.
+   */
+  byte[][] getMany(int handle, List<byte[]> keys);
 
   /** Opens a cursor over a consistent view of all keys starting with {@code prefix} (empty: all keys). */
   ScanChunk scanOpen(int handle, byte[] prefix);

@@ -164,6 +164,51 @@ abstract class FramedDataChannel implements DataChannel {
     }
   }
 
+  @Override
+  public synchronized byte[][] getMany(int handle, List<byte[]> keys) {
+    int n = keys.size();
+    int payloadBytes = 4 + 4 * n;
+    for (byte[] k : keys) {
+      payloadBytes += k.length;
+    }
+    ByteBuffer payload = ByteBuffer.allocate(payloadBytes).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+    payload.putInt(n);
+    for (byte[] k : keys) {
+      payload.putInt(k.length);
+    }
+    for (byte[] k : keys) {
+      payload.put(k);
+    }
+    tracker.beginCall("GET_MANY", handle);
+    try {
+      Reply reply = request(Frames.GET_MANY, handle, payload.array());
+      int count = reply.readInt();
+      checkNotError(count, reply);
+      if (count != n) {
+        throw new DataChannelException("malformed GET_MANY response: " + count + " values for " + n + " keys",
+            true, null);
+      }
+      int[] lengths = new int[n];
+      for (int i = 0; i < n; i++) {
+        lengths[i] = reply.readInt();
+        if (lengths[i] < Frames.ABSENT) {
+          throw new DataChannelException("malformed GET_MANY response: length " + lengths[i], true, null);
+        }
+      }
+      byte[][] values = new byte[n][];
+      for (int i = 0; i < n; i++) {
+        if (lengths[i] >= 0) {
+          values[i] = new byte[lengths[i]];
+          reply.readFully(values[i], 0, lengths[i]);
+        }
+      }
+      reply.finish();
+      return values;
+    } finally {
+      tracker.endCall();
+    }
+  }
+
   /** True if a buffered write of `handle` has a key starting with `prefix`. */
   private boolean buffersPrefix(int handle, byte[] prefix) {
     PendingBatch batch = pending.get(handle);

@@ -10,6 +10,7 @@ import java.nio.ByteBuffer;
  * request : u8 op | i32 handle | i32 len | payload[len]            (little-endian)
  * BATCH   : i32 n | i32 klen[n] | i32 vlen[n] | (key_i value_i)...  vlen = -1 removes the key
  * chunk   : i32 n | u8 done | i32 cursor | i32 klen[n] | i32 vlen[n] | (key_i value_i)...
+ * GET_MANY: i32 n | i32 klen[n] | key_i...  -> i32 n | i32 vlen[n] (-1: absent) | value_i...
  * error   : i32 -2 | i32 len | utf-8 message                      (instead of any sync response)
  * </pre>
  */
@@ -22,6 +23,7 @@ final class Frames {
   static final byte SYNC = 6;
   /** Socket only, the first frame (transport shm): payload = the segment's path; answered with i32 0. */
   static final byte SHM_ATTACH = 7;
+  static final byte GET_MANY = 8;
 
   static final int HEADER_BYTES = 1 + 4 + 4;
   /** vlen of a BATCH record that removes its key. */
@@ -48,6 +50,7 @@ final class Frames {
       case SCAN_CLOSE: return "SCAN_CLOSE";
       case SYNC: return "SYNC";
       case SHM_ATTACH: return "SHM_ATTACH";
+      case GET_MANY: return "GET_MANY";
       default: return "op" + op;
     }
   }

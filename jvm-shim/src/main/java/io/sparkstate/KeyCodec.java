@@ -4,10 +4,13 @@ import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.Pmod;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.LongType;
 import org.apache.spark.sql.types.NullType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
@@ -27,6 +30,7 @@ import scala.jdk.javaapi.CollectionConverters;
 final class KeyCodec {
   private static final String JOIN_INDEXED_STORE_SUFFIX = "keyWithIndexToValue";
 
+  private final StructType keySchema;
   private final int keyFields;
   private final int valueFields;
   private final boolean prefixed;
@@ -35,9 +39,13 @@ final class KeyCodec {
   private final boolean checkRouting;
   private final int numPartitions;
   private final int partitionId;
+  /** A join keyWithIndexToValue store: the key columns, then the value's index (a long). */
+  private final boolean joinIndexed;
+  private UnsafeProjection withIndex; // created on first use: key columns + a long to set per index
 
   KeyCodec(StructType keySchema, StructType valueSchema, int numColsPrefixKey, String storeName,
       int numPartitions, int partitionId) {
+    this.keySchema = keySchema;
     this.keyFields = keySchema.length();
     this.valueFields = valueSchema.length();
     this.prefixed = numColsPrefixKey > 0;
@@ -52,6 +60,8 @@ final class KeyCodec {
     this.checkRouting = anyTyped;
     this.hash = refs.isEmpty() ? null : UnsafeProjection.create(seq(List.of(hashExpression(refs, numPartitions))));
     this.prefix = prefixed ? UnsafeProjection.create(seq(boundReferences(keySchema, numColsPrefixKey))) : null;
+    this.joinIndexed = !prefixed && storeName != null && storeName.endsWith(JOIN_INDEXED_STORE_SUFFIX)
+        && keyFields > 1 && keySchema.fields()[keyFields - 1].dataType() instanceof LongType;
   }
 
   /** All key columns, the prefix for PrefixKeyScan, all but the trailing index for join keyWithIndexToValue. */
@@ -124,6 +134,29 @@ final class KeyCodec {
     copyRow(p, out, 8);
     copyRow(key, out, 8 + plen);
     return out;
+  }
+
+  /** True for a join's keyWithIndexToValue store, whose keys {@link #indexedStorageKey} can build. */
+  boolean isJoinIndexed() {
+    return joinIndexed;
+  }
+
+  /**
+   * The storage key of (the columns of {@code key}, {@code index}) in a join's keyWithIndexToValue store:
+   * the row Spark's join state manager builds for that value, by the same kind of projection.
+   */
+  byte[] indexedStorageKey(UnsafeRow key, long index) {
+    if (!joinIndexed) {
+      throw new IllegalStateException("indexedStorageKey needs a join keyWithIndexToValue store");
+    }
+    if (withIndex == null) {
+      List<Expression> columns = boundReferences(keySchema, keyFields - 1);
+      columns.add(new Literal(0L, DataTypes.LongType));
+      withIndex = UnsafeProjection.create(seq(columns));
+    }
+    UnsafeRow row = withIndex.apply(key);
+    row.setLong(keyFields - 1, index);
+    return storageKey(row, false);
   }
 
   /** The byte prefix shared by all storage keys whose leading columns equal {@code prefixKey}. */

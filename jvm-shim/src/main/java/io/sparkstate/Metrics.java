@@ -21,6 +21,7 @@ import scala.jdk.javaapi.CollectionConverters;
 final class Metrics {
   /** Counted in the JVM (PythonStateStore), not reported by Python. */
   static final String FILTERED_GETS = "sparkstateFilteredGets";
+  static final String READ_AHEAD_GETS = "sparkstateReadAheadGets";
   static final List<StateStoreCustomMetric> DECLARED = List.of(
       new StateStoreCustomTimingMetric("sparkstateCommitMs", "sparkstate: time to commit a version"),
       new StateStoreCustomTimingMetric("sparkstateLoadMs", "sparkstate: time to load a version"),
@@ -33,7 +34,9 @@ final class Metrics {
       new StateStoreCustomSizeMetric("sparkstateBytesUploaded", "sparkstate: bytes uploaded to the checkpoint", false),
       new StateStoreCustomSizeMetric("sparkstateCheckpointBytes", "sparkstate: size of the committed version", false),
       new StateStoreCustomSumMetric(FILTERED_GETS,
-          "sparkstate: gets and prefix scans of absent keys answered by the shim's key filter, without the worker"));
+          "sparkstate: gets and prefix scans of absent keys answered by the shim's key filter, without the worker"),
+      new StateStoreCustomSumMetric(READ_AHEAD_GETS,
+          "sparkstate: gets answered from values fetched ahead in one round trip (a join's eviction pass)"));
 
   private Metrics() {}
 
@@ -43,16 +46,25 @@ final class Metrics {
 
   /** Builds Spark metrics from {@code {"numKeys", "memoryUsedBytes", "custom": {name: long}}}. */
   static StateStoreMetrics fromJson(JsonNode json) {
-    return fromJson(json, 0, 0);
+    return fromJson(json, 0, 0, 0);
   }
 
-  /** As {@link #fromJson(JsonNode)}, plus what the shim itself counts: its filtered gets and filter bytes. */
-  static StateStoreMetrics fromJson(JsonNode json, long filteredGets, long keyFilterBytes) {
+  /**
+   * As {@link #fromJson(JsonNode)}, plus what the shim itself counts: its filtered gets, the gets its
+   * read-ahead answered, and its filter's bytes.
+   */
+  static StateStoreMetrics fromJson(JsonNode json, long filteredGets, long readAheadGets, long keyFilterBytes) {
     JsonNode custom = json == null ? null : json.get("custom");
     Map<StateStoreCustomMetric, Object> values = new LinkedHashMap<>();
     for (StateStoreCustomMetric m : DECLARED) {
       JsonNode v = custom == null ? null : custom.get(m.name());
-      values.put(m, m.name().equals(FILTERED_GETS) ? filteredGets : v != null && v.canConvertToLong() ? v.asLong() : 0L);
+      long value = v != null && v.canConvertToLong() ? v.asLong() : 0L;
+      if (m.name().equals(FILTERED_GETS)) {
+        value = filteredGets;
+      } else if (m.name().equals(READ_AHEAD_GETS)) {
+        value = readAheadGets;
+      }
+      values.put(m, value);
     }
     return new StateStoreMetrics(
         json == null ? 0L : json.path("numKeys").asLong(0),

@@ -1,9 +1,12 @@
 package io.sparkstate;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import java.nio.ByteBuffer;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.Set;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
@@ -67,6 +70,15 @@ final class PythonStateStore implements StateStore {
   /** The keys of a full scan that has not ended yet, and of the puts made since it began: the next filter. */
   private KeyFilter.Builder pendingKeys;
   private long filteredGets;
+  /**
+   * Values fetched ahead of the gets about to come ({@link JoinReadAhead}), by storage key, kept current
+   * by this store's own puts and removes; null: none.
+   */
+  private Map<ByteBuffer, byte[]> readAhead;
+  private long readAheadGets;
+  /** How many gets the latest fetch ahead answered: none means the guess of what comes next was wrong. */
+  private int readAheadHits;
+  private static final byte[] READ_AHEAD_ABSENT = new byte[0];
 
   PythonStateStore(PythonStateStoreProvider provider, WorkerLease lease, int handle, long version, boolean readOnly,
       KeyCodec codec, KeyFilter keyFilter) {
@@ -82,6 +94,14 @@ final class PythonStateStore implements StateStore {
 
   boolean belongsTo(PythonStateStoreProvider p) {
     return provider == p;
+  }
+
+  KeyCodec codec() {
+    return codec;
+  }
+
+  synchronized boolean isUpdating() {
+    return state == State.UPDATING;
   }
 
   /** Turns this read store into the write store; false if it can no longer be used. */
@@ -115,6 +135,15 @@ final class PythonStateStore implements StateStore {
       filteredGets++;
       return null;
     }
+    Map<ByteBuffer, byte[]> ahead = readAhead;
+    if (ahead != null) {
+      byte[] fetched = ahead.get(ByteBuffer.wrap(storageKey));
+      if (fetched != null) {
+        readAheadHits++;
+        readAheadGets++;
+        return fetched == READ_AHEAD_ABSENT ? null : codec.valueRow(fetched.clone(), 0, fetched.length);
+      }
+    }
     byte[] value;
     try {
       value = channel().get(handle, storageKey);
@@ -146,6 +175,8 @@ final class PythonStateStore implements StateStore {
   }
 
   private StateStoreIterator<UnsafeRowPair> scan(byte[] prefix) {
+    JoinReadAhead ahead = prefix.length == 0
+        ? JoinReadAhead.forFullScan(provider.stateStoreId(), provider.valueSchema(), codec, lease) : null;
     KeyFilter.Builder feed = null;
     if (prefix.length == 0 && provider.keyFilterMaxKeys() > 0) {
       synchronized (this) {
@@ -161,7 +192,7 @@ final class PythonStateStore implements StateStore {
     } catch (RuntimeException e) {
       throw provider.failure("scan", version, worker, e);
     }
-    ScanIterator it = new ScanIterator(first, feed);
+    ScanIterator it = new ScanIterator(first, feed, ahead);
     if (!first.done) {
       synchronized (this) {
         openScans.add(it);
@@ -184,10 +215,16 @@ final class PythonStateStore implements StateStore {
     private boolean closed;
     /** A full scan's filter in the making: every key passing by goes in; null for other scans. */
     private final KeyFilter.Builder feed;
+    /** A join eviction pass's fetch of the values its chunks name; null for other scans. */
+    private final JoinReadAhead ahead;
 
-    ScanIterator(ScanChunk first, KeyFilter.Builder feed) {
+    ScanIterator(ScanChunk first, KeyFilter.Builder feed, JoinReadAhead ahead) {
       this.chunk = first;
       this.feed = feed;
+      this.ahead = ahead;
+      if (ahead != null) {
+        ahead.chunk(first);
+      }
       this.closed = first.done && first.count == 0;
       if (closed) {
         reachedEnd();
@@ -210,6 +247,9 @@ final class PythonStateStore implements StateStore {
         }
         index = 0;
         offset = 0;
+        if (ahead != null) {
+          ahead.chunk(chunk);
+        }
       }
       return !closed;
     }
@@ -290,6 +330,32 @@ final class PythonStateStore implements StateStore {
     }
   }
 
+  /**
+   * Fetches the values of {@code storageKeys} in one round trip for the gets that follow, in place of what
+   * an earlier call fetched. Returns false, fetching nothing, when that earlier fetch answered no get: the
+   * caller's guess of what comes next is wrong for this pass.
+   */
+  boolean fetchAhead(List<byte[]> storageKeys) {
+    checkUpdating("get");
+    if (readAhead != null && readAheadHits == 0) {
+      readAhead = null;
+      return false;
+    }
+    byte[][] values;
+    try {
+      values = channel().getMany(handle, storageKeys);
+    } catch (RuntimeException e) {
+      throw provider.failure("get", version, worker, e);
+    }
+    Map<ByteBuffer, byte[]> fetched = new HashMap<>(storageKeys.size() * 2);
+    for (int i = 0; i < values.length; i++) {
+      fetched.put(ByteBuffer.wrap(storageKeys.get(i)), values[i] == null ? READ_AHEAD_ABSENT : values[i]);
+    }
+    readAhead = fetched;
+    readAheadHits = 0;
+    return true;
+  }
+
   // ---- writes ----
 
   @Override
@@ -302,6 +368,9 @@ final class PythonStateStore implements StateStore {
     byte[] storageKey = codec.storageKey(key, true);
     byte[] valueBytes = KeyCodec.valueBytes(value);
     wrote = true;
+    if (readAhead != null) {
+      readAhead.computeIfPresent(ByteBuffer.wrap(storageKey), (k, old) -> valueBytes);
+    }
     if (keyFilter != null || pendingKeys != null) {
       addKey(storageKey, 0, storageKey.length, keyFilter, pendingKeys);
     }
@@ -318,6 +387,9 @@ final class PythonStateStore implements StateStore {
     checkWritable("remove");
     byte[] storageKey = codec.storageKey(key, false);
     wrote = true;
+    if (readAhead != null) {
+      readAhead.computeIfPresent(ByteBuffer.wrap(storageKey), (k, old) -> READ_AHEAD_ABSENT);
+    }
     try {
       channel().remove(handle, storageKey);
     } catch (RuntimeException e) {
@@ -346,6 +418,7 @@ final class PythonStateStore implements StateStore {
     KeyFilter filter;
     synchronized (this) {
       state = State.COMMITTED;
+      readAhead = null;
       committedVersion = newVersion;
       commitMetrics = result.get("metrics");
       checkpointId = optionalText(result, "checkpointId");
@@ -385,6 +458,7 @@ final class PythonStateStore implements StateStore {
         return;
       }
       state = State.ABORTED;
+      readAhead = null;
     }
     closeOpenScans();
     if (wrote && worker.isAlive()) {
@@ -428,16 +502,18 @@ final class PythonStateStore implements StateStore {
     State current;
     JsonNode cached;
     long filtered;
+    long aheadGets;
     long filterBytes;
     synchronized (this) {
       current = state;
       cached = commitMetrics;
       filtered = filteredGets;
+      aheadGets = readAheadGets;
       filterBytes = keyFilter == null ? 0 : keyFilter.sizeInBytes();
     }
     // commit's "metrics" saves a call when it has the metrics() shape; otherwise ask the worker.
     if (current == State.COMMITTED && cached != null && cached.has("numKeys")) {
-      return Metrics.fromJson(cached, filtered, filterBytes);
+      return Metrics.fromJson(cached, filtered, aheadGets, filterBytes);
     }
     if (current == State.ABORTED) {
       return Metrics.fromJson(null);
@@ -446,7 +522,8 @@ final class PythonStateStore implements StateStore {
       if (current == State.UPDATING) {
         channel().sync(handle);
       }
-      return Metrics.fromJson(Json.parse(worker.control().metrics(handle), "metrics"), filtered, filterBytes);
+      return Metrics.fromJson(Json.parse(worker.control().metrics(handle), "metrics"), filtered, aheadGets,
+          filterBytes);
     } catch (RuntimeException e) {
       throw provider.failure("read metrics of", version, worker, e);
     }

@@ -195,6 +195,10 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     return id;
   }
 
+  StructType valueSchema() {
+    return valueSchema;
+  }
+
   @Override
   public StateStore getStore(long version, Option<String> stateStoreCkptId, boolean forceSnapshotOnCommit,
       boolean loadEmpty) {

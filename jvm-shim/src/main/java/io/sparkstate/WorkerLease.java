@@ -2,6 +2,7 @@ package io.sparkstate;
 
 import java.util.ArrayList;
 import java.util.List;
+import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 
 /**
  * Exclusive use of one worker (and its data channel) by one task, or, outside a task, by one store.
@@ -32,6 +33,16 @@ final class WorkerLease {
   synchronized void track(PythonStateStore store) {
     checkActive();
     stores.add(store);
+  }
+
+  /** The store of this lease with {@code id} that is still open for updates, or null. */
+  synchronized PythonStateStore openStore(StateStoreId id) {
+    for (PythonStateStore store : stores) {
+      if (store.id().equals(id) && store.isUpdating()) {
+        return store;
+      }
+    }
+    return null;
   }
 
   synchronized void checkActive() {

@@ -175,4 +175,37 @@ final class FramesTest {
     b.get();
     equal(2, b.getInt(), "store 2's batch survived");
   }
+
+  public static void testGetManyFlushesTheBatchesThenSendsEveryKeyAndDecodesEveryValue() {
+    Recording ch = new Recording();
+    ch.put(1, bytes("kgk1"), bytes("v1"));
+    ch.reply = le(4 + 8 + 3).putInt(2).putInt(3).putInt(Frames.ABSENT).put(bytes("abc")).flip();
+    byte[][] values = ch.getMany(1, List.of(bytes("kgk1"), bytes("kgk22")));
+    equal(2, ch.sent.size(), "the buffered BATCH, then GET_MANY");
+    equal(Frames.BATCH, ch.sent.get(0).get(), "first the BATCH");
+    ByteBuffer f = ch.sent.get(1);
+    equal(Frames.GET_MANY, f.get(), "op");
+    equal(1, f.getInt(), "handle");
+    equal(4 + 8 + 9, f.getInt(), "payload length");
+    equal(2, f.getInt(), "keys");
+    equal(4, f.getInt(), "klen 1");
+    equal(5, f.getInt(), "klen 2");
+    byte[] data = new byte[f.remaining()];
+    f.get(data);
+    equal("kgk1kgk22", new String(data, StandardCharsets.UTF_8), "keys in order");
+    equal("abc", new String(values[0], StandardCharsets.UTF_8), "value 1");
+    check(values[1] == null, "value 2 is absent");
+  }
+
+  public static void testAGetManyResponseThatDoesNotMatchItsKeysIsRefused() {
+    Recording ch = new Recording();
+    ch.reply = le(8).putInt(1).putInt(0).flip();
+    DataChannelException e = raises(DataChannelException.class,
+        () -> ch.getMany(1, List.of(bytes("kgk1"), bytes("kgk2"))), "one value for two keys");
+    check(e.getMessage().contains("1 values for 2 keys"), e.getMessage());
+    byte[] msg = bytes("KeyError: boom");
+    ch.reply = le(8 + msg.length).putInt(Frames.ERROR).putInt(msg.length).put(msg).flip();
+    e = raises(DataChannelException.class, () -> ch.getMany(1, List.of(bytes("kgk1"))), "an error frame");
+    check(e.getMessage().contains("KeyError: boom"), e.getMessage());
+  }
 }

@@ -93,4 +93,25 @@ final class KeyCodecTest {
     equal(2, KeyCodec.partitionKeyColumns(KEY, 0, "left-keyToNumValues"), "keyToNumValues");
     equal(1, KeyCodec.partitionKeyColumns(KEY, 1, "default"), "prefix scan");
   }
+
+  public static void testAJoinIndexKeyIsTheRowSparksJoinStateManagerBuilds() {
+    StructType joinKey = new StructType().add("id", DataTypes.StringType).add("t", DataTypes.IntegerType);
+    StructType withIndex = joinKey.add("index", DataTypes.LongType);
+    KeyCodec counts = new KeyCodec(joinKey, VALUE, 0, "left-keyToNumValues", 4, 0);
+    KeyCodec values = new KeyCodec(withIndex, VALUE, 0, "left-keyWithIndexToValue", 4, 0);
+    check(values.isJoinIndexed(), "keyWithIndexToValue with a trailing long is indexed");
+    check(!counts.isJoinIndexed(), "keyToNumValues is not");
+    // Spark's KeyWithIndexToValueStore: the key's attributes and a long literal, the index set per value.
+    List<Expression> exprs = new java.util.ArrayList<>(refs());
+    exprs.add(new org.apache.spark.sql.catalyst.expressions.Literal(1L, DataTypes.LongType));
+    UnsafeProjection spark = UnsafeProjection.create(CollectionConverters.asScala(exprs).toSeq());
+    UnsafeRow key = key("a key of some length", 9);
+    for (long index : new long[] {0, 1, 7, 1L << 40}) {
+      UnsafeRow expected = spark.apply(key);
+      expected.setLong(2, index);
+      equal(Arrays.toString(values.storageKey(expected, false)), Arrays.toString(values.indexedStorageKey(key, index)),
+          "storage key of index " + index);
+    }
+    raises(IllegalStateException.class, () -> counts.indexedStorageKey(key, 0), "not an indexed store");
+  }
 }
