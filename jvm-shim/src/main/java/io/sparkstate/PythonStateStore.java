@@ -198,6 +198,9 @@ final class PythonStateStore implements StateStore {
         openScans.add(it);
       }
     }
+    if (ahead != null) { // after the cursor is tracked: a failed fetch leaves it to be closed with the store
+      ahead.chunk(first);
+    }
     return new StateStoreIterator<>(CollectionConverters.asScala(it), () -> {
       it.close();
       return BoxedUnit.UNIT;
@@ -222,9 +225,6 @@ final class PythonStateStore implements StateStore {
       this.chunk = first;
       this.feed = feed;
       this.ahead = ahead;
-      if (ahead != null) {
-        ahead.chunk(first);
-      }
       this.closed = first.done && first.count == 0;
       if (closed) {
         reachedEnd();
