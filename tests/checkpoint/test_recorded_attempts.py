@@ -20,7 +20,7 @@ def publish(fm: CheckpointFileManager, version: int, checkpoint_id: str, num_key
 def fm(tmp_path):
     fm = CheckpointFileManager("file:" + str(tmp_path / "ckpt"))
     publish(fm, 3, A, num_keys=1)
-    publish(fm, 3, B, num_keys=2)  # a later attempt of the same version: 3.manifest is now B's copy
+    publish(fm, 3, B, num_keys=2)  # a second attempt of the same version: 3.manifest is a copy of B's
     return fm
 
 
