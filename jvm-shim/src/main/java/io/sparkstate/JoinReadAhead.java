@@ -34,10 +34,11 @@ final class JoinReadAhead {
 
   /**
    * For a full scan of {@code counts}: the read-ahead into its side's keyWithIndexToValue store, when
-   * {@code counts} is a join's keyToNumValues store and that store is open in the same task; else null.
+   * {@code counts} is a join's keyToNumValues store and that store, keyed by the same columns and an
+   * index, is open in the same task; else null.
    */
-  static JoinReadAhead forFullScan(StateStoreId countsId, StructType countsValueSchema, KeyCodec countsCodec,
-      WorkerLease lease) {
+  static JoinReadAhead forFullScan(StateStoreId countsId, StructType countsKeySchema, StructType countsValueSchema,
+      KeyCodec countsCodec, WorkerLease lease) {
     String name = countsId.storeName();
     if (!lease.isTaskScoped() || !name.endsWith(COUNTS_SUFFIX) || countsValueSchema.length() != 1
         || !(countsValueSchema.fields()[0].dataType() instanceof LongType)) {
@@ -47,7 +48,7 @@ final class JoinReadAhead {
     StateStoreId valuesId = new StateStoreId(countsId.checkpointRootLocation(), countsId.operatorId(),
         countsId.partitionId(), valuesName);
     PythonStateStore values = lease.openStore(valuesId);
-    if (values == null || !values.codec().isJoinIndexed()) {
+    if (values == null || !values.codec().indexesKeysOf(countsKeySchema)) {
       return null;
     }
     return new JoinReadAhead(countsCodec, values);

@@ -141,6 +141,19 @@ final class KeyCodec {
     return joinIndexed;
   }
 
+  /** True for a join's keyWithIndexToValue store whose key columns before the index are {@code keys}'s. */
+  boolean indexesKeysOf(StructType keys) {
+    if (!joinIndexed || keys.length() != keyFields - 1) {
+      return false;
+    }
+    for (int i = 0; i < keys.length(); i++) {
+      if (!keys.fields()[i].dataType().equals(keySchema.fields()[i].dataType())) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   /**
    * The storage key of (the columns of {@code key}, {@code index}) in a join's keyWithIndexToValue store:
    * the row Spark's join state manager builds for that value, by the same kind of projection.

@@ -176,7 +176,8 @@ final class PythonStateStore implements StateStore {
 
   private StateStoreIterator<UnsafeRowPair> scan(byte[] prefix) {
     JoinReadAhead ahead = prefix.length == 0
-        ? JoinReadAhead.forFullScan(provider.stateStoreId(), provider.valueSchema(), codec, lease) : null;
+        ? JoinReadAhead.forFullScan(provider.stateStoreId(), provider.keySchema(), provider.valueSchema(), codec, lease)
+        : null;
     KeyFilter.Builder feed = null;
     if (prefix.length == 0 && provider.keyFilterMaxKeys() > 0) {
       synchronized (this) {

@@ -195,6 +195,10 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     return id;
   }
 
+  StructType keySchema() {
+    return keySchema;
+  }
+
   StructType valueSchema() {
     return valueSchema;
   }

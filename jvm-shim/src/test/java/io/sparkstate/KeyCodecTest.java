@@ -101,6 +101,10 @@ final class KeyCodecTest {
     KeyCodec values = new KeyCodec(withIndex, VALUE, 0, "left-keyWithIndexToValue", 4, 0);
     check(values.isJoinIndexed(), "keyWithIndexToValue with a trailing long is indexed");
     check(!counts.isJoinIndexed(), "keyToNumValues is not");
+    check(values.indexesKeysOf(joinKey), "its key columns before the index are the join key's");
+    check(!values.indexesKeysOf(new StructType().add("id", DataTypes.StringType)), "fewer columns");
+    check(!values.indexesKeysOf(new StructType().add("id", DataTypes.StringType).add("t", DataTypes.LongType)),
+        "another type");
     // Spark's KeyWithIndexToValueStore: the key's attributes and a long literal, the index set per value.
     List<Expression> exprs = new java.util.ArrayList<>(refs());
     exprs.add(new org.apache.spark.sql.catalyst.expressions.Literal(1L, DataTypes.LongType));
