@@ -628,13 +628,8 @@ def workload_table(rows: list[dict]) -> str:
 
 
 def ratio_table(ratios: dict[str, dict[str, dict[str, float | None]]], pair: str) -> str:
-    lines = ["| workload | " + " | ".join(label for _, label in RATIO_METRICS) + " |",
-             "|---|" + "---:|" * len(RATIO_METRICS)]
-    for workload, pairs in ratios.items():
-        if pair in pairs:
-            cells = ["-" if (v := pairs[pair][key]) is None else f"{v:.2f}x" for key, _ in RATIO_METRICS]
-            lines.append(f"| {workload} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    """One pair's ratios per workload, for one invocation."""
+    return median_table(ratios, None, pair)
 
 
 def median_ratios(runs: list[dict[str, dict[str, dict[str, float | None]]]]
@@ -657,8 +652,9 @@ def median_ratios(runs: list[dict[str, dict[str, dict[str, float | None]]]]
 
 
 def median_table(medians: dict[str, dict[str, dict[str, float | None]]],
-                 values: dict[str, dict[str, dict[str, list[float]]]], pair: str) -> str:
-    """One pair's median ratios per workload, each followed by the invocations' own in brackets."""
+                 values: dict[str, dict[str, dict[str, list[float]]]] | None, pair: str) -> str:
+    """One pair's ratios per workload; with `values` (median_ratios), each is a median in bold followed by
+    the invocations' own in brackets."""
     lines = ["| workload | " + " | ".join(label for _, label in RATIO_METRICS) + " |",
              "|---|" + "---:|" * len(RATIO_METRICS)]
     for workload, pairs in medians.items():
@@ -667,8 +663,12 @@ def median_table(medians: dict[str, dict[str, dict[str, float | None]]],
         cells = []
         for key, _ in RATIO_METRICS:
             m = pairs[pair][key]
-            each = ", ".join(f"{v:.2f}" for v in values[workload][pair][key])
-            cells.append("-" if m is None else f"**{m:.2f}x** ({each})")
+            if m is None:
+                cells.append("-")
+            elif values is None:
+                cells.append(f"{m:.2f}x")
+            else:
+                cells.append(f"**{m:.2f}x** ({', '.join(f'{v:.2f}' for v in values[workload][pair][key])})")
         lines.append(f"| {workload} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -171,17 +171,19 @@ abstract class FramedDataChannel implements DataChannel {
     for (byte[] k : keys) {
       payloadBytes += k.length;
     }
-    ByteBuffer payload = ByteBuffer.allocate(payloadBytes).order(java.nio.ByteOrder.LITTLE_ENDIAN);
-    payload.putInt(n);
-    for (byte[] k : keys) {
-      payload.putInt(k.length);
-    }
-    for (byte[] k : keys) {
-      payload.put(k);
-    }
     tracker.beginCall("GET_MANY", handle);
     try {
-      Reply reply = request(Frames.GET_MANY, handle, payload.array());
+      flushBatches(); // the answers must reflect every buffered write
+      ByteBuffer out = beginFrame(Frames.HEADER_BYTES + payloadBytes); // the keys go straight into the frame
+      Frames.header(out, Frames.GET_MANY, handle, payloadBytes);
+      out.putInt(n);
+      for (byte[] k : keys) {
+        out.putInt(k.length);
+      }
+      for (byte[] k : keys) {
+        out.put(k);
+      }
+      Reply reply = endSyncFrame();
       int count = reply.readInt();
       checkNotError(count, reply);
       if (count != n) {

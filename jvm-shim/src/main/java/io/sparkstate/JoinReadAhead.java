@@ -19,7 +19,6 @@ import org.apache.spark.sql.types.StructType;
  */
 final class JoinReadAhead {
   static final String COUNTS_SUFFIX = "keyToNumValues";
-  static final String VALUES_SUFFIX = "keyWithIndexToValue";
   /** Keys fetched per chunk at most: bounds the read-ahead's memory and the frame's size. */
   static final int MAX_KEYS = 4096;
 
@@ -44,7 +43,7 @@ final class JoinReadAhead {
         || !(countsValueSchema.fields()[0].dataType() instanceof LongType)) {
       return null;
     }
-    String valuesName = name.substring(0, name.length() - COUNTS_SUFFIX.length()) + VALUES_SUFFIX;
+    String valuesName = name.substring(0, name.length() - COUNTS_SUFFIX.length()) + KeyCodec.JOIN_INDEXED_STORE_SUFFIX;
     StateStoreId valuesId = new StateStoreId(countsId.checkpointRootLocation(), countsId.operatorId(),
         countsId.partitionId(), valuesName);
     PythonStateStore values = lease.openStore(valuesId);

@@ -28,7 +28,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * Projections are not thread-safe: one codec per store, used by the thread that holds the store.
  */
 final class KeyCodec {
-  private static final String JOIN_INDEXED_STORE_SUFFIX = "keyWithIndexToValue";
+  /** The name ending of a stream-stream join's (key, index) → value store. */
+  static final String JOIN_INDEXED_STORE_SUFFIX = "keyWithIndexToValue";
 
   private final StructType keySchema;
   private final int keyFields;
