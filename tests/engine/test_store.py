@@ -86,6 +86,24 @@ def test_num_keys_exact_with_duplicates_and_get_then_put(new_store):
     assert t.metrics().num_keys == 2 == len(contents(t))
 
 
+def test_get_many_answers_in_order_and_its_answers_keep_the_key_count_exact(new_store):
+    s = new_store()
+    s.load(0)
+    s.apply_batch([kv(i) for i in range(10)])
+    s.commit()
+    s.load(1)
+    s.apply_batch([kv(10), (kv(3)[0], None)])  # uncommitted writes are seen
+    absent = storage_key(0, b"absent")
+    keys = [kv(2)[0], kv(3)[0], kv(10)[0], absent, kv(2)[0]]
+    assert s.get_many(keys) == [kv(2)[1], None, kv(10)[1], None, kv(2)[1]]
+    assert s.get_many([]) == []
+    # puts and removes after it: the rocksdb backend counts keys from the existence its lookups learned
+    s.apply_batch([(kv(2)[0], b"new"), (kv(3)[0], b"back"), (absent, b"x"), (kv(10)[0], None)])
+    assert s.metrics().num_keys == 11 == len(contents(s))
+    assert s.get_many([kv(2)[0], kv(3)[0], kv(10)[0]]) == [b"new", b"back", None]
+    assert s.commit().version == 2
+
+
 def test_commit_then_reload_in_fresh_instance(new_store):
     s = new_store()
     s.load(0)
@@ -169,7 +187,8 @@ def test_abort_discards(new_store):
 
 def test_lifecycle_guards(new_store):
     s = new_store()
-    for call in (lambda: s.get(b"x"), lambda: s.apply_batch([]), s.commit, lambda: s.open_cursor(b"")):
+    for call in (lambda: s.get(b"x"), lambda: s.get_many([b"x"]), lambda: s.apply_batch([]), s.commit,
+                 lambda: s.open_cursor(b"")):
         with pytest.raises(StoreStateError, match="CLOSED"):
             call()
     s.abort()  # no-op when nothing is loaded

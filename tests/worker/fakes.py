@@ -35,6 +35,9 @@ class DictStore:
     def get(self, key):
         return self.data.get(key)
 
+    def get_many(self, keys):
+        return [self.data.get(key) for key in keys]
+
     def apply_batch(self, records):
         if self.fail_next_batch:
             self.fail_next_batch = False

@@ -106,6 +106,12 @@ class Backend(ABC):
     @abstractmethod
     def get(self, key: bytes) -> bytes | None: ...
 
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The values of `keys` in order, None for an absent key: the gets a join's eviction pass is about to
+        make, fetched ahead in one frame. A backend with a batched lookup overrides this loop."""
+        get = self.get
+        return [get(key) for key in keys]
+
     @abstractmethod
     def apply_batch(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Apply puts (value) and removes (None) in order, atomically."""

@@ -430,6 +430,12 @@ class Store:
                 self._require("get", _READABLE)
             return self._backend.get(key)  # type: ignore[union-attr]  # set in every readable state
 
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The values of `keys` in order (None: absent), under one lock: a GET_MANY frame."""
+        with self._lock:
+            self._require("get_many", _READABLE)
+            return self._backend.get_many(keys)  # type: ignore[union-attr]  # set in every readable state
+
     def apply_batch(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         with self._lock:
             self._require("apply_batch", _READABLE)

@@ -76,8 +76,7 @@ class Session:
         if op == p.OP_SCAN_NEXT:
             return self._chunk(p.decode_cursor(op, payload))
         if op == p.OP_GET_MANY:
-            get = self._store_of(handle).get
-            return p.encode_values([get(key) for key in p.decode_keys(payload)])
+            return p.encode_values(self._store_of(handle).get_many(p.decode_keys(payload)))
         if op == p.OP_SYNC:
             if payload:
                 raise ProtocolError(f"SYNC payload has {len(payload)} bytes, expected none")

@@ -118,6 +118,15 @@ class RocksDBBackend(Backend):
         known[key] = value is not None
         return value
 
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """One multi-get (RocksDB's batched lookup), remembered like `get`'s answers."""
+        values = self._live().get(keys if isinstance(keys, list) else list(keys))
+        known = self._known
+        if len(known) + len(values) > KNOWN_KEYS_LIMIT:
+            known.clear()
+        known.update(zip(keys, [v is not None for v in values]))
+        return values
+
     def apply_batch(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         db = self._live()
         known = self._known
