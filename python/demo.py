@@ -260,16 +260,17 @@ def summarize(spark, args, chunk, printer: ProgressPrinter, output_dir: str, ela
         print("output             : nothing emitted yet (windows close once the watermark passes them)")
 
 
-def add_rescale_batches_to_the_sink_log(checkpoint: str, output_dir: str, compact_interval: int) -> None:
-    """After `sparkstate rescale --checkpoint <workdir>/checkpoint`, the parquet sink's own log needs the
-    rescale's batch (see sparkstate.rescaling.file_sink); the demo knows its output path, so it adds it."""
+def add_offline_batches_to_the_sink_log(checkpoint: str, output_dir: str, compact_interval: int) -> None:
+    """After `sparkstate rescale` or `sparkstate migrate` on `<workdir>/checkpoint`, the parquet sink's own
+    log needs the command's batch (see sparkstate.rescaling.file_sink); the demo knows its output path, so
+    it adds it."""
     try:
         from sparkstate.rescaling import repair_file_sink
-    except ImportError:  # a Spark provider only, without sparkstate installed: it cannot have been rescaled
+    except ImportError:  # a Spark provider only, without sparkstate installed: no sparkstate command ran
         return
     added = repair_file_sink(checkpoint, output_dir, compact_interval)
     if added:
-        print(f"file sink log: recorded rescale batch(es) {added} in {output_dir}/_spark_metadata")
+        print(f"file sink log: recorded rescale/migration batch(es) {added} in {output_dir}/_spark_metadata")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -310,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if resumed and os.path.isdir(os.path.join(output_dir, "_spark_metadata")):
         interval = int(spark.conf.get("spark.sql.streaming.fileSink.log.compactInterval", "10"))
-        add_rescale_batches_to_the_sink_log(checkpoint, output_dir, interval)
+        add_offline_batches_to_the_sink_log(checkpoint, output_dir, interval)
 
     printer = ProgressPrinter()
     attach_listener(spark, printer)

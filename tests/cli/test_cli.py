@@ -85,6 +85,20 @@ def test_rescale_refuses_a_missing_checkpoint_before_starting_spark(tmp_path):
     assert "SparkContext" not in proc.stderr
 
 
+def test_migrate_repairs_a_file_sink_log_without_starting_spark(tmp_path, capsys):
+    from ..rescale.test_file_sink import _checkpoint, _sink
+    providers = ["io.sparkstate.PythonStateStoreProvider"] * 2 + ["org.example.HDFSBackedStateStoreProvider"] * 2
+    ckpt = _checkpoint(tmp_path, [4] * 4, committed=3, providers=providers)
+    sink = _sink(tmp_path, ["0", "1", "3"])
+    assert main(["migrate", "--checkpoint", ckpt, "--repair-file-sink", sink]) == 0
+    assert "migration batches [2]" in capsys.readouterr().out
+    assert (tmp_path / "out" / "_spark_metadata" / "2").read_text() == "v1"
+    assert main(["migrate", "--checkpoint", ckpt, "--repair-file-sink", sink]) == 0
+    assert "nothing to repair" in capsys.readouterr().out
+    assert main(["migrate", "--checkpoint", ckpt]) == 1
+    assert "--to is required (or --repair-file-sink)" in capsys.readouterr().err
+
+
 @pytest.fixture
 def checkpoint(tmp_path) -> str:
     ckpt = str(tmp_path / "ckpt")

@@ -9,12 +9,16 @@ from sparkstate.rescaling.file_sink import check_file_sink, compact_interval, re
 from sparkstate.storage import fileio_for
 
 
-def _checkpoint(root, partitions_per_batch: list[int], committed: int) -> str:
+def _checkpoint(root, partitions_per_batch: list[int], committed: int, providers: list[str] | None = None) -> str:
+    """Offset and commit logs by hand: batch i pins partitions_per_batch[i] (and providers[i])."""
     ckpt = root / "ckpt"
     (ckpt / "offsets").mkdir(parents=True)
     (ckpt / "commits").mkdir()
     for batch, n in enumerate(partitions_per_batch):
-        meta = {"batchWatermarkMs": 0, "batchTimestampMs": 0, "conf": {"spark.sql.shuffle.partitions": str(n)}}
+        conf = {"spark.sql.shuffle.partitions": str(n)}
+        if providers:
+            conf["spark.sql.streaming.stateStore.providerClass"] = providers[batch]
+        meta = {"batchWatermarkMs": 0, "batchTimestampMs": 0, "conf": conf}
         (ckpt / "offsets" / str(batch)).write_text(f"v1\n{json.dumps(meta)}\n{{\"logOffset\":{batch}}}")
         if batch <= committed:
             (ckpt / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
@@ -36,6 +40,24 @@ def test_repair_adds_the_empty_entries_of_committed_rescale_batches_only(tmp_pat
     assert repair_file_sink(ckpt, sink) == [6]
     assert (tmp_path / "out" / "_spark_metadata" / "6").read_bytes() == b"v1"
     assert repair_file_sink(ckpt, sink) == []  # idempotent
+
+
+def test_repair_adds_the_entry_of_a_migration_batch_on_a_compaction_id(tmp_path):
+    """Batch 4 switched the provider (`sparkstate migrate`) and batches 5-6 ran after it; with compactInterval
+    5 the migration batch is a compaction id, so its entry is `4.compact`: without it Spark's reader of the
+    output fails, and so does the sink's next compaction."""
+    providers = ["io.sparkstate.PythonStateStoreProvider"] * 4 + ["org.example.RocksDBStateStoreProvider"] * 3
+    ckpt = _checkpoint(tmp_path, [4] * 7, committed=6, providers=providers)
+    sink = _sink(tmp_path, ["0", "1", "2", "3", "5", "6"])
+    assert repair_file_sink(ckpt, sink, default_interval=5) == [4]
+    log = tmp_path / "out" / "_spark_metadata"
+    assert (log / "4.compact").read_text().count('"path"') == 4 and not (log / "4").exists()
+    assert repair_file_sink(ckpt, sink, default_interval=5) == []
+    # the same logs without a provider switch: nothing to add
+    other = tmp_path / "other"
+    other.mkdir()
+    assert repair_file_sink(_checkpoint(other, [4] * 7, committed=6, providers=[providers[0]] * 7),
+                            _sink(other, ["0", "1", "2", "3", "5", "6"]), default_interval=5) == []
 
 
 def test_a_rescale_batch_on_a_compaction_id_gets_the_compaction(tmp_path):

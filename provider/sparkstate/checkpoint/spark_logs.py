@@ -15,6 +15,8 @@ rescale, `sparkstate verify` and `sparkstate gc`.
 A repartition batch (Spark's `OfflineStateRepartitionUtils.isRepartitionBatch`) is a batch whose offset
 log entry pins another partition count than the batch before it. On restart, Spark refuses a checkpoint
 whose newest offset log entry is an uncommitted repartition batch (`checkUnfinishedRepartitionOnRestart`).
+A migration batch (`sparkstate migrate`) pins another state store provider than the batch before it.
+Neither runs the query, so neither writes output.
 """
 from __future__ import annotations
 
@@ -171,6 +173,15 @@ class SparkLogs:
         if batch <= 0:
             return False
         cur, prev = self.read_offset(batch).shuffle_partitions, self.read_offset(batch - 1).shuffle_partitions
+        return cur is not None and prev is not None and cur != prev
+
+    def is_migration_batch(self, batch: int) -> bool:
+        """The batch pins another state store provider than the batch before it: only `sparkstate migrate`
+        writes such a batch (Spark keeps the provider a checkpoint was created with)."""
+        if batch <= 0:
+            return False
+        cur = self.read_offset(batch).conf.get(PROVIDER_CLASS_CONF)
+        prev = self.read_offset(batch - 1).conf.get(PROVIDER_CLASS_CONF)
         return cur is not None and prev is not None and cur != prev
 
 

@@ -20,13 +20,18 @@ Spark reads, and running it again finishes."""
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", required=True, metavar="PATH", help="the query's checkpointLocation")
-    p.add_argument("--to", required=True, choices=("sparkstate", "hdfs", "rocksdb"), help="the target provider")
+    p.add_argument("--to", choices=("sparkstate", "hdfs", "rocksdb"), help="the target provider (required "
+                                                                          "unless --repair-file-sink)")
     p.add_argument("--backend", choices=("rocksdb", "heap"), help="with --to sparkstate: its backend (default "
                                                                    "rocksdb)")
     p.add_argument("--partitions", type=int, metavar="N",
                    help="also rescale the state to N partitions (sparkstate on one side; a second job)")
     p.add_argument("--file-sink", action="append", default=[], metavar="PATH",
                    help="output path of a file sink of the query (repeatable): its log gets the migration's batch")
+    p.add_argument("--repair-file-sink", metavar="PATH",
+                   help="instead of migrating: add the migration and rescale batches missing from the file sink "
+                        "log at PATH (a checkpoint migrated without --file-sink whose query, or a read of its "
+                        "output, fails with BATCH_METADATA_NOT_FOUND)")
     p.add_argument("--master", default=None, help="Spark master for the job (default local[*])")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Spark conf, e.g. the query's spark.sql.streaming.stateStore.* settings")
@@ -35,8 +40,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: Output) -> int:
     from ..errors import SparkstateError
-    from .rescale import check_before_spark, start_spark
+    from .rescale import check_before_spark, repair_sink, start_spark
 
+    if args.repair_file_sink:
+        return repair_sink("migrate", args.checkpoint, args.repair_file_sink, args.conf, out)
+    if args.to is None:
+        out.error("migrate", "--to is required (or --repair-file-sink)")
+        return EXIT_PROBLEM
     if args.backend and args.to != "sparkstate":
         out.error("migrate", f"--backend applies to --to sparkstate only (got --to {args.to})")
         return EXIT_PROBLEM
@@ -68,4 +78,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
         spark.stop()
     out.line(summary.describe())
     out.document(summary)
+    if not args.file_sink:
+        out.note(f"If the query writes to a file sink, give its output path the migration's batch before the "
+                 f"restart: sparkstate migrate --checkpoint {args.checkpoint} --repair-file-sink <output path>")
     return EXIT_OK

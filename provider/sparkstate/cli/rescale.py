@@ -22,9 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="output path of a file sink of the query (repeat for several): its own batch log gets "
                         "the rescale's batch, which Spark's file sink needs to restart")
     p.add_argument("--repair-file-sink", metavar="PATH",
-                   help="instead of rescaling: add the rescale batches missing from the file sink log at PATH "
-                        "(a checkpoint rescaled without --file-sink whose query fails with "
-                        "BATCH_METADATA_NOT_FOUND)")
+                   help="instead of rescaling: add the rescale and migration batches missing from the file sink "
+                        "log at PATH (a checkpoint rescaled or migrated without --file-sink whose query, or a "
+                        "read of its output, fails with BATCH_METADATA_NOT_FOUND)")
     p.add_argument("--master", default=None, help="Spark master for the rescale job (default local[*])")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Spark conf, e.g. spark.sql.streaming.stateStore.sparkstate.stateLocation=...")
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from ..errors import SparkstateError
 
     if args.repair_file_sink:
-        return _repair(args.checkpoint, args.repair_file_sink, args.conf, out)
+        return repair_sink("rescale", args.checkpoint, args.repair_file_sink, args.conf, out)
     if args.partitions is None:
         out.error("rescale", "--partitions is required (or --repair-file-sink)")
         return EXIT_PROBLEM
@@ -110,7 +110,8 @@ def start_spark(app_name: str, master: str | None, conf: list[str], with_sparkst
     return spark, extra
 
 
-def _repair(checkpoint: str, sink: str, conf: list[str], out: Output) -> int:
+def repair_sink(command: str, checkpoint: str, sink: str, conf: list[str], out: Output) -> int:
+    """`--repair-file-sink` of `command` (rescale or migrate): the same repair for either."""
     from ..errors import SparkstateError
     from ..rescaling.file_sink import COMPACT_INTERVAL_KEY, compact_interval_setting, repair_file_sink
     from ..rescaling.plan import normalize_checkpoint
@@ -120,9 +121,9 @@ def _repair(checkpoint: str, sink: str, conf: list[str], out: Output) -> int:
         interval = compact_interval_setting(given.get(COMPACT_INTERVAL_KEY))
         added = repair_file_sink(normalize_checkpoint(checkpoint), sink, interval)
     except SparkstateError as e:
-        out.error("rescale", f"refused/failed: {e}")
+        out.error(command, f"refused/failed: {e}")
         return EXIT_PROBLEM
-    out.line(f"{sink}: added the empty entries of rescale batches {added}" if added
-             else f"{sink}: nothing to repair (its log has every rescale batch)")
+    out.line(f"{sink}: added the empty entries of rescale and migration batches {added}" if added
+             else f"{sink}: nothing to repair (its log has every rescale and migration batch)")
     out.document({"sink": sink, "added": added})
     return EXIT_OK

@@ -1,18 +1,19 @@
-"""Keeping a file sink's own batch log consistent with a rescale's batch.
+"""Keeping a file sink's own batch log consistent with a rescale's or a migration's batch.
 
 A rescale records its work as a batch of its own in the query's offset and commit logs, as Spark 4.3's
-offline repartition does; the restarted query goes on with the batch after it. Every sink is fine with that
-except Spark's file sink, which keeps a log of its own, `<output>/_spark_metadata/<batch>`, and every
+offline repartition does, and so does a migration (`sparkstate migrate`); the restarted query goes on with
+the batch after it. Every sink is fine with that except Spark's file sink, which keeps a log of its own, `<output>/_spark_metadata/<batch>`, and every
 `spark.sql.streaming.fileSink.log.compactInterval` batches compacts the entries since the last compaction,
-failing with BATCH_METADATA_NOT_FOUND when one is missing. The rescale batch wrote no files, so its entry is
+failing with BATCH_METADATA_NOT_FOUND when one is missing (and so does reading the output). Such a batch
+wrote no files, so its entry is
 what the sink writes for an empty micro-batch: the log's version line and no file, or, when the batch id
 is one of the log's compaction batches, `<batch>.compact` listing every file of the batches it folds in.
 The compaction interval is Spark's: derived from the compaction files already in the log, else the
 `spark.sql.streaming.fileSink.log.compactInterval` the query runs with (default 10).
 
 Spark does not record a query's sink in the checkpoint, so the output path is given by the user
-(`sparkstate rescale --file-sink PATH`, `rescale(..., file_sinks=[...])`); `repair_file_sink` adds the
-missing entries of a checkpoint rescaled without it.
+(`sparkstate rescale --file-sink PATH`, `rescale(..., file_sinks=[...])`, the same for `migrate`);
+`repair_file_sink` adds the missing entries of a checkpoint rescaled or migrated without it.
 
 A roll-back (`sparkstate verify --rollback-to N --file-sink PATH`) makes the query run batch N again. The
 file sink skips a batch its log already holds, and a skipped batch does not run its stateful operators, so
@@ -62,7 +63,7 @@ def sink_log_batches(fio: FileIO, sink_path: str) -> tuple[list[int], list[int]]
 
 def check_file_sink(fio: FileIO, sink_path: str, last_committed_batch: int) -> None:
     """Refuse an output path whose log does not end with the query's last committed batch (another
-    query's output, or a typo): the rescale would write into the wrong log."""
+    query's output, or a typo): the rescale or migration would write into the wrong log."""
     batches, _ = sink_log_batches(fio, sink_path)
     if not batches or batches[-1] != last_committed_batch:
         last = batches[-1] if batches else "none"
@@ -99,7 +100,7 @@ def record_empty_batch(fio: FileIO, sink_path: str, batch: int,
         return
     if fio.read_bytes(path).rstrip(b"\n") != data:
         raise RescaleError(f"{path} already exists with other files: batch {batch} of this file sink is not "
-                           "the rescale's")
+                           "the rescale's or migration's")
 
 
 def _entry_path(sink_path: str, batch: int, compact: bool) -> str:
@@ -118,9 +119,9 @@ def _entries(fio: FileIO, sink_path: str, batch: int, interval: int) -> list[byt
 
 
 def repair_file_sink(checkpoint: str, sink_path: str, default_interval: int = DEFAULT_COMPACT_INTERVAL) -> list[int]:
-    """Add the empty entries of the committed rescale batches the file sink's log lacks (a checkpoint
-    rescaled without `--file-sink`); returns the batch ids added. Batches folded into a compaction are
-    left alone."""
+    """Add the empty entries of the committed rescale and migration batches the file sink's log lacks (a
+    checkpoint rescaled or migrated without `--file-sink`); returns the batch ids added. Batches folded
+    into a compaction are left alone."""
     fio = fileio_for(checkpoint)
     logs = SparkLogs(fio, checkpoint)
     sink_fio = fileio_for(sink_path)
@@ -132,7 +133,7 @@ def repair_file_sink(checkpoint: str, sink_path: str, default_interval: int = DE
     added = []
     for batch in offsets:
         if (batch in committed and batch - 1 in readable and batch > compacted and batch not in present
-                and logs.is_repartition_batch(batch)):
+                and (logs.is_repartition_batch(batch) or logs.is_migration_batch(batch))):
             record_empty_batch(sink_fio, sink_path, batch, default_interval)
             added.append(batch)
     return added
