@@ -51,6 +51,9 @@ WATERMARK_DELAY = "1 minute"
 SESSION_GAP = "30 seconds"
 PAGE_WINDOW = "1 minute"
 RUN_FILE = "demo-run.json"   # what the checkpoint was created with; both are pinned by Spark
+# Two cores, and a failed task tried up to 4 times as on a cluster (spark.task.maxFailures); plain local[2]
+# ends the query at the first failed task, e.g. one whose state worker hung and was killed.
+MASTER = "local[2,4]"
 BACKENDS = ("rocksdb", "heap")
 
 
@@ -260,6 +263,12 @@ def summarize(spark, args, chunk, printer: ProgressPrinter, output_dir: str, ela
         print("output             : nothing emitted yet (windows close once the watermark passes them)")
 
 
+def first_lines(message: str, limit: int = 3) -> str:
+    """The head of an error: Spark's messages go on with stack traces and the query's plan."""
+    lines = [line for line in message.splitlines() if line.strip()]
+    return "\n".join(lines[:limit]) + ("\n..." if len(lines) > limit else "")
+
+
 def add_offline_batches_to_the_sink_log(checkpoint: str, output_dir: str, compact_interval: int) -> None:
     """After `sparkstate rescale` or `sparkstate migrate` on `<workdir>/checkpoint`, the parquet sink's own
     log needs the command's batch (see sparkstate.rescaling.file_sink); the demo knows its output path, so
@@ -288,8 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         conf.update(parse_conf_pairs(args.conf))
         Settings.parse({k: v for k, v in conf.items() if k.startswith(PREFIX)})  # fail here, not in a task
         resolve_backend(checkpoint, args, conf)
-        spark = new_session("sparkstate-demo", args.provider, shuffle_partitions=args.shuffle_partitions,
-                            backend=args.backend, conf=conf)
+        spark = new_session("sparkstate-demo", args.provider, master=MASTER,
+                            shuffle_partitions=args.shuffle_partitions, backend=args.backend, conf=conf)
     except (ProviderUnavailable, SparkstateError, ValueError, OSError) as exc:
         print(f"sparkstate demo: {exc}", file=sys.stderr)
         return 2
@@ -313,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         interval = int(spark.conf.get("spark.sql.streaming.fileSink.log.compactInterval", "10"))
         add_offline_batches_to_the_sink_log(checkpoint, output_dir, interval)
 
+    from pyspark.errors import StreamingQueryException  # noqa: PLC0415 - keep `--help` fast
+
     printer = ProgressPrinter()
     attach_listener(spark, printer)
     print(ProgressPrinter.LEGEND)
@@ -327,7 +338,13 @@ def main(argv: list[str] | None = None) -> int:
                  .option("checkpointLocation", checkpoint)
                  .trigger(availableNow=True)            # process every file not yet seen, then stop
                  .start())
-        query.awaitTermination()
+        try:
+            query.awaitTermination()
+        except StreamingQueryException as exc:  # say why in a few lines, not a Py4J trace
+            print(f"sparkstate demo: the query failed: {first_lines(str(exc))}\n"
+                  f"Every batch it committed is in {checkpoint}: run the same command again to resume.",
+                  file=sys.stderr)
+            return 1
         # Progress events are delivered asynchronously; give the last ones a moment to arrive.
         deadline = time.monotonic() + 5
         while len(printer.batches) < len(query.recentProgress) and time.monotonic() < deadline:
