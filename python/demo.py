@@ -264,9 +264,15 @@ def summarize(spark, args, chunk, printer: ProgressPrinter, output_dir: str, ela
 
 
 def first_lines(message: str, limit: int = 3) -> str:
-    """The head of an error: Spark's messages go on with stack traces and the query's plan."""
-    lines = [line for line in message.splitlines() if line.strip()]
-    return "\n".join(lines[:limit]) + ("\n..." if len(lines) > limit else "")
+    """The head of an error, before its first stack frame: Spark's messages go on with JVM stack traces
+    and the query's plan."""
+    lines = []
+    for line in message.splitlines():
+        if line.lstrip().startswith("at ") or len(lines) == limit:
+            break
+        if line.strip():
+            lines.append(line)
+    return "\n".join(lines)
 
 
 def add_offline_batches_to_the_sink_log(checkpoint: str, output_dir: str, compact_interval: int) -> None:
