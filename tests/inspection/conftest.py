@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from sparkstate.config import PROVIDER_CLASS
 from sparkstate.engine import Store
 
 from ..engine.conftest import BACKENDS, kv, make_spec
@@ -33,6 +34,32 @@ def write_log(ckpt: str, kind: str, batch: int) -> None:
             % PARTITIONS) if kind == "offsets" else 'v1\n{"nextBatchWatermarkMs":0}'
     with open(f"{ckpt}/{kind}/{batch}", "w") as f:
         f.write(body)
+
+
+SPARK_HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+def migrate_out_by_hand(ckpt: str) -> int:
+    """What `sparkstate migrate --to hdfs` and two more batches leave in the sample checkpoint: batch BATCHES
+    (the migration) and the two after it pin Spark's HDFS provider, whose files hold versions BATCHES+2..;
+    sparkstate's stores stay at version BATCHES. Returns the newest committed batch."""
+    last = BATCHES + 2
+    for batch in range(last + 1):
+        for kind in ("offsets", "commits"):
+            write_log(ckpt, kind, batch)
+        path = f"{ckpt}/offsets/{batch}"
+        with open(path) as f:
+            version_line, meta, *rest = f.read().split("\n")
+        entry = json.loads(meta)
+        entry["conf"]["spark.sql.streaming.stateStore.providerClass"] = SPARK_HDFS if batch >= BATCHES else PROVIDER_CLASS
+        with open(path, "w") as f:
+            f.write("\n".join([version_line, json.dumps(entry), *rest]))
+    for p in range(PARTITIONS):
+        os.makedirs(f"{ckpt}/state/0/{p}", exist_ok=True)
+        for v in range(BATCHES + 1, last + 2):
+            with open(f"{ckpt}/state/0/{p}/{v}.{'snapshot' if v == BATCHES + 1 else 'delta'}", "wb") as f:
+                f.write(b"x" * (100 + v))
+    return last
 
 
 @pytest.fixture

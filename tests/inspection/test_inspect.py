@@ -13,7 +13,7 @@ from sparkstate.keygroups import key_group
 from sparkstate.storage.local import LocalFileIO
 
 from ..engine.conftest import backend_name, contents
-from .conftest import BATCHES, PARTITIONS, open_store, write_v2_checkpoint
+from .conftest import BATCHES, PARTITIONS, migrate_out_by_hand, open_store, write_v2_checkpoint
 
 
 def _inspect(ckpt: str, capsys, *extra: str) -> tuple[int, str]:
@@ -141,3 +141,17 @@ def test_key_group_notes_name_the_partition_by_spark_routing():
         "operator 0: every key has a key group of its own",
         "operator 1: at most 3 keys share one key group (-5, now in partition 3); a rescale keeps a key "
         "group's keys in one partition"]  # pmod(-5, 4) == 3, as Spark routes a negative hash
+
+
+def test_a_query_moved_to_another_provider_shows_that_providers_stores(query, capsys):
+    """After `sparkstate migrate --to hdfs`: Spark's files are the state (sparkstate's stores beside them
+    are from before the move and are neither listed as the query's nor counted as Spark's)."""
+    last = migrate_out_by_hand(query)
+    code, out = _inspect(query, capsys, "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["provider"].endswith("HDFSBackedStateStoreProvider")
+    stores = doc["stores"]
+    assert [s["store"] for s in stores] == [f"0/{p}" for p in range(PARTITIONS)]
+    assert {s["backend"] for s in stores} == {"spark"}
+    assert [v["version"] for v in stores[0]["versions"]] == list(range(BATCHES + 1, last + 2))
+    assert any("hold the state from before the query moved to" in n for n in doc["notes"])

@@ -11,7 +11,7 @@ from sparkstate.cli import main as cli_main
 from sparkstate.storage import fileio_for
 
 from ..engine.conftest import contents, kv
-from .conftest import PARTITIONS, open_store, write_log, write_v2_checkpoint
+from .conftest import BATCHES, PARTITIONS, SPARK_HDFS, migrate_out_by_hand, open_store, write_log, write_v2_checkpoint
 
 
 def _verify(ckpt: str, capsys, *extra: str) -> tuple[int, str]:
@@ -154,3 +154,15 @@ def test_v2_a_commit_log_naming_attempts_the_store_lacks_is_a_problem(tmp_path, 
         f.write(raw.replace(v2.recorded, "0b5e55ed-0000-4000-8000-000000000000"))
     code, out = _verify(v2.path, capsys)
     assert code == 1 and "holds the manifest of none of them for version 3" in out, out
+
+
+def test_a_query_moved_to_another_provider_is_refused_not_called_damaged(query, capsys):
+    """After `sparkstate migrate --to hdfs` sparkstate's stores end at the migration; judged by the commit
+    log they would look damaged, and a roll-back would undo the move."""
+    migrate_out_by_hand(query)
+    code = cli_main(["verify", "--checkpoint", query])
+    out, err = capsys.readouterr()
+    assert code == 1 and "DAMAGED" not in out and "roll-back" not in out
+    assert f"keeps its state with {SPARK_HDFS} since batch {BATCHES} (`sparkstate migrate`)" in err, err
+    assert cli_main(["verify", "--checkpoint", query, "--rollback-to", str(BATCHES)]) == 1
+    assert os.path.exists(f"{query}/commits/{BATCHES + 2}")  # nothing removed

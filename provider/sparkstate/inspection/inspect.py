@@ -9,6 +9,8 @@ Spark routes by), before anything is rescaled.
 
 For a checkpoint of Spark's own providers (HDFS, RocksDB) only what the files say without Spark: the
 versions each partition retains, their files and bytes. Their contents take Spark's `statestore` source.
+The provider is the one the newest offset log entry pins: after `sparkstate migrate` moved a query's state
+out of sparkstate, its sparkstate stores (the state from before the move) are named in a note, not shown.
 """
 from __future__ import annotations
 
@@ -182,6 +184,10 @@ def inspect_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO, st
     if state_location:
         settings[PREFIX + "stateLocation"] = state_location
     rels = discover_stores(state_root, state_fileio)
+    if rels and provider not in (None, PROVIDER_CLASS):  # moved out of sparkstate by `sparkstate migrate`
+        report.notes.append(f"sparkstate's stores under {state_root} hold the state from before the query "
+                            f"moved to {provider}; the query does not read them")
+        rels = []
     if rels:
         attempts = RecordedAttempts(logs, commits)
         with tempfile.TemporaryDirectory(prefix="sparkstate-inspect-") as scratch:
@@ -344,7 +350,8 @@ def _spark_provider_stores(fileio: FileIO, checkpoint: str) -> list[StoreFigures
         return []
     for info in infos:
         parts = info.name.split("/")
-        if len(parts) < 3 or not (parts[0].isdigit() and parts[1].isdigit()) or "_metadata" in parts:
+        if (len(parts) < 3 or not (parts[0].isdigit() and parts[1].isdigit()) or "_metadata" in parts
+                or "sparkstate" in parts[2:-1]):  # sparkstate's own tree, beside Spark's after a migration
             continue
         tail = parts[2:]
         name = tail[0] if len(tail) > 1 and not tail[0].isdigit() and tail[0] != "SSTs" else "default"

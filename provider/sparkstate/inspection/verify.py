@@ -19,6 +19,9 @@ manifests too), and the entries >= N of the query's file sinks' logs (a file sin
 logged, and a skipped batch commits no state). Spark's logs go first: interrupted midway, the query
 already restarts at N, and running the roll-back again finishes it.
 
+A query whose newest offset log entry pins another provider (`sparkstate migrate` moved its state out)
+is refused: its sparkstate stores are those from before the move, which the query no longer reads.
+
 Under checkpoint format v2 a version is the commit attempt Spark's commit log recorded, which need not be
 the one `<v>.manifest` copies (checkpoint/recorded_attempts.py): that attempt is the one checked.
 """
@@ -35,6 +38,7 @@ from ..checkpoint.file_manager import parse_manifest_name, version_ranges, versi
 from ..checkpoint.location import discover_stores, query_key, state_root
 from ..checkpoint.recorded_attempts import RecordedAttempts, read_recorded_manifest
 from ..checkpoint.spark_logs import SparkLogs
+from ..config import PROVIDER_CLASS, PROVIDER_CLASS_KEY
 from ..engine.heap.chain import Chain
 from ..errors import CheckpointError, SparkstateError
 from ..rescaling.file_sink import file_sink_rollback_entries
@@ -126,6 +130,8 @@ def verify_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO,
         note = f"Spark's logs unreadable ({e}): the newest manifest of each store is taken as committed"
     else:
         note = None if commits else "no commit log entries: the newest manifest of each store is taken as committed"
+    if offsets:
+        _refuse_another_providers_state(logs, offsets, checkpoint, root)
     report = VerifyReport(checkpoint, root, commits[-1] if commits else None, partitions, offsets, commits)
     if note:
         report.notes.append(note)
@@ -139,6 +145,26 @@ def verify_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO,
     if not report.stores:
         report.notes.append(f"no sparkstate store under {root}")
     return report
+
+
+def _refuse_another_providers_state(logs: SparkLogs, offsets: list[int], checkpoint: str, root: str) -> None:
+    """Refuse a query whose newest batch pins another state store provider (`sparkstate migrate` moved its
+    state out): sparkstate's stores there are those from before the move, which the query no longer reads,
+    so judging them by Spark's commit log would call them damaged and offer a roll-back across the move."""
+    try:
+        pinned = logs.read_offset(offsets[-1]).conf.get(PROVIDER_CLASS_KEY)
+    except (CheckpointError, OSError):
+        return
+    if pinned is None or pinned == PROVIDER_CLASS:
+        return
+    moved = next((b for b in reversed(offsets) if logs.is_migration_batch(b)), None)
+    since = f" since batch {moved} (`sparkstate migrate`)" if moved is not None else ""
+    raise SparkstateError(
+        f"the query at {checkpoint} keeps its state with {pinned}{since}, not with sparkstate: its newest "
+        f"offset log entry (batch {offsets[-1]}) pins that provider. sparkstate verify checks sparkstate's "
+        f"stores only; those under {root}, if any, hold the state from before the move and the query does "
+        "not read them. Spark's state data source reads the state it does: "
+        "spark.read.format('statestore').load(<checkpoint>)")
 
 
 def _check_store(root: str, rel: str, io: FileIO, report: VerifyReport, expected_key: str | None,
