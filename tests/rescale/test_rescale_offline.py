@@ -204,7 +204,7 @@ def test_refuses_other_providers_and_unknown_operators(tmp_path):
     local = str(tmp_path / "local")
     rocks = fake.build(str(tmp_path / "a"), 4, "rocksdb", local,
                        provider="org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
-    with pytest.raises(RescaleError, match="_streamingCheckpointManager.repartition"):
+    with pytest.raises(RescaleError, match="--to sparkstate --partitions N`.*_streamingCheckpointManager.repartition"):
         build_plan(rocks.path, 7, rocks.settings_conf)
     odd = fake.build(str(tmp_path / "b"), 4, "rocksdb", local, operators=("agg", "transformWithStateExec"))
     with pytest.raises(RescaleError, match="'transformWithStateExec'.*does not know"):

@@ -187,7 +187,9 @@ def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, st
     if provider != PROVIDER_CLASS:
         raise RescaleError(
             f"the query of {checkpoint} runs with state store provider {provider!r}, not sparkstate "
-            f"({PROVIDER_CLASS}); for Spark's RocksDB provider use spark._streamingCheckpointManager.repartition")
+            f"({PROVIDER_CLASS}); move it to sparkstate and rescale in one run with `sparkstate migrate "
+            f"--checkpoint {checkpoint} --to sparkstate --partitions N`, or, on Spark's RocksDB provider, use "
+            "spark._streamingCheckpointManager.repartition")
     old = entry.shuffle_partitions
     if old is None:
         raise RescaleError(f"offset log entry {last_commit} does not pin the partition count")
