@@ -348,8 +348,9 @@ def main(argv: list[str] | None = None) -> int:
             query.awaitTermination()
         except StreamingQueryException as exc:  # say why in a few lines, not a Py4J trace
             print(f"sparkstate demo: the query failed: {first_lines(str(exc))}\n"
-                  f"Every batch it committed is in {checkpoint}: run the same command again to resume.",
-                  file=sys.stderr)
+                  f"Every batch it committed is in {checkpoint}: run the same command again to resume. If it "
+                  f"fails the same way, `sparkstate verify --checkpoint {checkpoint}` checks the state and says "
+                  "how to roll back.", file=sys.stderr)
             return 1
         # Progress events are delivered asynchronously; give the last ones a moment to arrive.
         deadline = time.monotonic() + 5
