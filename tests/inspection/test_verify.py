@@ -2,12 +2,14 @@
 that leaves a checkpoint every store loads and the query can continue from."""
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
 from sparkstate.checkpoint import CheckpointFileManager
 from sparkstate.cli import main as cli_main
+from sparkstate.config import PROVIDER_CLASS
 from sparkstate.storage import fileio_for
 
 from ..engine.conftest import contents, kv
@@ -166,3 +168,21 @@ def test_a_query_moved_to_another_provider_is_refused_not_called_damaged(query, 
     assert f"keeps its state with {SPARK_HDFS} since batch {BATCHES} (`sparkstate migrate`)" in err, err
     assert cli_main(["verify", "--checkpoint", query, "--rollback-to", str(BATCHES)]) == 1
     assert os.path.exists(f"{query}/commits/{BATCHES + 2}")  # nothing removed
+
+
+def test_no_roll_back_to_a_batch_that_pins_another_provider(query):
+    """Batch 1 moved the state out of sparkstate and batch 2 back in (two `sparkstate migrate` runs): a
+    roll-back to version 1 would make Spark re-run batch 1 on the other provider, which has no version 1."""
+    from sparkstate.inspection import verify_checkpoint
+    from sparkstate.storage.local import LocalFileIO
+
+    for batch in range(BATCHES):
+        path = f"{query}/offsets/{batch}"
+        with open(path) as f:
+            version_line, meta, *rest = f.read().split("\n")
+        entry = json.loads(meta)
+        entry["conf"]["spark.sql.streaming.stateStore.providerClass"] = SPARK_HDFS if batch == 1 else PROVIDER_CLASS
+        with open(path, "w") as f:
+            f.write("\n".join([version_line, json.dumps(entry), *rest]))
+    report = verify_checkpoint(query, LocalFileIO(), LocalFileIO())
+    assert report.ok and report.rollback_targets() == {2, 3}  # 1 pins HDFS; 4 is the newest (no batch 4 yet)

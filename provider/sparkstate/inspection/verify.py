@@ -13,7 +13,8 @@ they are listed, not judged. Partitions at or above the query's partition count 
 listed as such.
 
 Roll-back to version N (`rollback_plan`, `apply_rollback`): Spark re-runs batch N, which reads version N,
-when its offset log ends at N and its commit log at N-1. So: remove the commit log entries >= N, the
+when its offset log ends at N and its commit log at N-1, with the provider batch N's entry pins (so N must
+pin sparkstate: a batch between two `sparkstate migrate` runs pins another). So: remove the commit log entries >= N, the
 offset log entries > N, every store's manifests of versions > N (under checkpoint format v2 its attempt
 manifests too), and the entries >= N of the query's file sinks' logs (a file sink skips a batch it has
 logged, and a skipped batch commits no state). Spark's logs go first: interrupted midway, the query
@@ -94,6 +95,8 @@ class VerifyReport:
     commit_batches: list[int]
     stores: list[StoreCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # batches whose offset log entry pins another provider (between two `sparkstate migrate` runs)
+    other_provider_batches: set[int] = field(default_factory=set)
 
     @property
     def damaged(self) -> list[StoreCheck]:
@@ -104,12 +107,14 @@ class VerifyReport:
         return not self.damaged
 
     def rollback_targets(self) -> set[int]:
-        """The versions N a roll-back can go to: every live store loads N, Spark's offset log has batch N."""
+        """The versions N a roll-back can go to: every live store loads N, Spark's offset log has batch N and
+        pins sparkstate there (Spark re-runs batch N with the provider its entry pins)."""
         live = [s for s in self.stores if not s.abandoned]
         if not live or self.last_batch is None:
             return set()
         common = set.intersection(*(set(s.loadable_versions()) for s in live))
-        return {n for n in common if n in set(self.offset_batches) and n <= self.last_batch + 1}
+        return {n for n in common if n in set(self.offset_batches) and n <= self.last_batch + 1
+                and n not in self.other_provider_batches}
 
     def rollback_target(self) -> int | None:
         """The newest version a roll-back can go to."""
@@ -133,6 +138,7 @@ def verify_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO,
     if offsets:
         _refuse_another_providers_state(logs, offsets, checkpoint, root)
     report = VerifyReport(checkpoint, root, commits[-1] if commits else None, partitions, offsets, commits)
+    report.other_provider_batches = _other_provider_batches(logs, offsets)
     if note:
         report.notes.append(note)
     expected_key = query_key(checkpoint) if state_location else None
@@ -165,6 +171,20 @@ def _refuse_another_providers_state(logs: SparkLogs, offsets: list[int], checkpo
         f"stores only; those under {root}, if any, hold the state from before the move and the query does "
         "not read them. Spark's state data source reads the state it does: "
         "spark.read.format('statestore').load(<checkpoint>)")
+
+
+def _other_provider_batches(logs: SparkLogs, offsets: list[int]) -> set[int]:
+    """The batches whose offset log entry pins a provider other than sparkstate (unreadable entries count as
+    such: no roll-back goes to a batch whose provider is unknown)."""
+    out = set()
+    for batch in offsets:
+        try:
+            pinned = logs.read_offset(batch).conf.get(PROVIDER_CLASS_KEY)
+        except (CheckpointError, OSError):
+            pinned = "unreadable"
+        if pinned not in (None, PROVIDER_CLASS):
+            out.add(batch)
+    return out
 
 
 def _check_store(root: str, rel: str, io: FileIO, report: VerifyReport, expected_key: str | None,
