@@ -186,3 +186,19 @@ def test_no_roll_back_to_a_batch_that_pins_another_provider(query):
             f.write("\n".join([version_line, json.dumps(entry), *rest]))
     report = verify_checkpoint(query, LocalFileIO(), LocalFileIO())
     assert report.ok and report.rollback_targets() == {2, 3}  # 1 pins HDFS; 4 is the newest (no batch 4 yet)
+
+
+def test_no_roll_back_across_a_rescale(query):
+    """Batches 0-1 pinned 3 partitions and batch 2 rescaled to the query's 2: Spark would re-run batch 1 with 3
+    partitions against operator metadata the rescale rewrote, so the roll-back stops at the rescale."""
+    from sparkstate.inspection import verify_checkpoint
+    from sparkstate.storage.local import LocalFileIO
+
+    for batch in (0, 1):
+        path = f"{query}/offsets/{batch}"
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace(f'"spark.sql.shuffle.partitions":"{PARTITIONS}"', '"spark.sql.shuffle.partitions":"3"'))
+    report = verify_checkpoint(query, LocalFileIO(), LocalFileIO())
+    assert report.partitions_by_batch[1] == 3 and report.rollback_targets() == {2, 3}

@@ -13,8 +13,9 @@ they are listed, not judged. Partitions at or above the query's partition count 
 listed as such.
 
 Roll-back to version N (`rollback_plan`, `apply_rollback`): Spark re-runs batch N, which reads version N,
-when its offset log ends at N and its commit log at N-1, with the provider batch N's entry pins (so N must
-pin sparkstate: a batch between two `sparkstate migrate` runs pins another). So: remove the commit log entries >= N, the
+when its offset log ends at N and its commit log at N-1, with the provider and partition count batch N's
+entry pins. So N must pin sparkstate (a batch between two `sparkstate migrate` runs pins another) and the
+query's partition count (a roll-back does not undo a rescale, whose operator metadata it leaves). So: remove the commit log entries >= N, the
 offset log entries > N, every store's manifests of versions > N (under checkpoint format v2 its attempt
 manifests too), and the entries >= N of the query's file sinks' logs (a file sink skips a batch it has
 logged, and a skipped batch commits no state). Spark's logs go first: interrupted midway, the query
@@ -95,8 +96,12 @@ class VerifyReport:
     commit_batches: list[int]
     stores: list[StoreCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    # batches whose offset log entry pins another provider (between two `sparkstate migrate` runs)
+    # What the offset log entries pin: batches pinning another provider (between two `sparkstate migrate`
+    # runs), and each batch's partition count. A roll-back goes to neither another provider's batch nor
+    # across a rescale (Spark re-runs the batch with what its entry pins; a rescale also rewrote the
+    # operators' metadata, which a roll-back leaves as it is).
     other_provider_batches: set[int] = field(default_factory=set)
+    partitions_by_batch: dict[int, int | None] = field(default_factory=dict)
 
     @property
     def damaged(self) -> list[StoreCheck]:
@@ -114,7 +119,8 @@ class VerifyReport:
             return set()
         common = set.intersection(*(set(s.loadable_versions()) for s in live))
         return {n for n in common if n in set(self.offset_batches) and n <= self.last_batch + 1
-                and n not in self.other_provider_batches}
+                and n not in self.other_provider_batches
+                and self.partitions_by_batch.get(n) in (None, self.num_partitions)}
 
     def rollback_target(self) -> int | None:
         """The newest version a roll-back can go to."""
@@ -138,7 +144,7 @@ def verify_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO,
     if offsets:
         _refuse_another_providers_state(logs, offsets, checkpoint, root)
     report = VerifyReport(checkpoint, root, commits[-1] if commits else None, partitions, offsets, commits)
-    report.other_provider_batches = _other_provider_batches(logs, offsets)
+    report.other_provider_batches, report.partitions_by_batch = _pinned_by_batch(logs, offsets)
     if note:
         report.notes.append(note)
     expected_key = query_key(checkpoint) if state_location else None
@@ -173,18 +179,21 @@ def _refuse_another_providers_state(logs: SparkLogs, offsets: list[int], checkpo
         "spark.read.format('statestore').load(<checkpoint>)")
 
 
-def _other_provider_batches(logs: SparkLogs, offsets: list[int]) -> set[int]:
-    """The batches whose offset log entry pins a provider other than sparkstate (unreadable entries count as
-    such: no roll-back goes to a batch whose provider is unknown)."""
-    out = set()
+def _pinned_by_batch(logs: SparkLogs, offsets: list[int]) -> tuple[set[int], dict[int, int | None]]:
+    """What each offset log entry pins: the batches that pin a provider other than sparkstate (an unreadable
+    entry counts as one: no roll-back goes to a batch whose provider is unknown), and each batch's partition
+    count."""
+    others, partitions = set(), {}
     for batch in offsets:
         try:
-            pinned = logs.read_offset(batch).conf.get(PROVIDER_CLASS_KEY)
+            entry = logs.read_offset(batch)
         except (CheckpointError, OSError):
-            pinned = "unreadable"
-        if pinned not in (None, PROVIDER_CLASS):
-            out.add(batch)
-    return out
+            others.add(batch)
+            continue
+        if entry.conf.get(PROVIDER_CLASS_KEY) not in (None, PROVIDER_CLASS):
+            others.add(batch)
+        partitions[batch] = entry.shuffle_partitions
+    return others, partitions
 
 
 def _check_store(root: str, rel: str, io: FileIO, report: VerifyReport, expected_key: str | None,
