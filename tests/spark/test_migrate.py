@@ -15,11 +15,20 @@ from spark_harness import (
     BatchCollector,
     InputDir,
     assert_same_rows,
-    read_parquet_sink,
     run_available_now,
     session_conf,
 )
-from test_operators import DELAY, DELAY_S, JOIN_SCHEMA, STATE_TIMEOUT_S, Case, _join, _join_inputs, _running_totals_fn
+from test_operators import (
+    DELAY,
+    DELAY_S,
+    JOIN_SCHEMA,
+    STATE_TIMEOUT_S,
+    Case,
+    _join,
+    _join_inputs,
+    _running_totals_fn,
+    file_sink_across_an_offline_batch,
+)
 
 import sparkstate
 from sparkstate.checkpoint.spark_logs import PROVIDER_CLASS_CONF, SparkLogs
@@ -301,39 +310,14 @@ def test_an_interrupted_migration_changes_nothing_and_a_rerun_finishes(spark, tm
 
 @pytest.mark.parametrize("how", ["file_sinks", "repair"])
 def test_file_sink_log_gets_the_migration_batch(spark, tmp_path, how):
-    """dropDuplicates into a parquet file sink, migrated from sparkstate to Spark's RocksDB provider. With
-    compactInterval 2 the migration's batch 3 is a compaction id of the sink's own log. Given the sink's
-    path, the migration writes that entry; without it the restarted query fails at the sink's next
-    compaction until `repair_file_sink` adds it. Either way the output is exactly the batch computation's,
-    across a restart."""
-    case = Case(spark, tmp_path)
-    files = random_events(seed=37, n_files=6, per_file=40, n_keys=6, v_range=15)
-    out = str(tmp_path / "out")
-
-    def run():
-        case.run(lambda: case.source.stream().dropDuplicates(["k", "v"]).select("k", "v").writeStream
-                 .format("parquet").option("path", out).outputMode("append"))
-
-    with session_conf(spark, {"spark.sql.streaming.fileSink.log.compactInterval": "2",
-                              PROVIDER_CLASS_CONF: sparkstate.PROVIDER_CLASS}):
-        case.source.add_all(files[:3])
-        run()
-        log = os.path.join(out, "_spark_metadata")
-        assert sorted(n for n in os.listdir(log) if not n.startswith(".")) == ["0", "1.compact", "2"]
-        summary = sparkstate.migrate(spark, case.checkpoint, "rocksdb", file_sinks=[out] if how == "file_sinks" else [])
-        assert summary.batch_id == 3
-        case.source.add_all(files[3:])
-        if how == "repair":
-            with pytest.raises(Exception, match="BATCH_METADATA_NOT_FOUND|Unable to find batch"):
-                run()
-            from sparkstate.rescaling import repair_file_sink
-
-            assert repair_file_sink(case.checkpoint, out, default_interval=2) == [3]
-        run()
-        run()  # a restart after the compactions that followed the migration
-    assert "3.compact" in os.listdir(log) and _pinned_provider(case.checkpoint) == PROVIDER_CLASSES["rocksdb"]
-    assert_same_rows(read_parquet_sink(spark, out), case.source.batch().select("k", "v").distinct().collect(),
-                     min_rows=40)
+    """The migration's batch (sparkstate to Spark's RocksDB provider) in the file sink's own log: written
+    by the migration given the sink's path, else added by `repair_file_sink` after the restart failed
+    (file_sink_across_an_offline_batch)."""
+    with session_conf(spark, {PROVIDER_CLASS_CONF: sparkstate.PROVIDER_CLASS}):
+        case = file_sink_across_an_offline_batch(
+            spark, tmp_path, 37, how,
+            lambda checkpoint, sinks: sparkstate.migrate(spark, checkpoint, "rocksdb", file_sinks=sinks))
+    assert _pinned_provider(case.checkpoint) == PROVIDER_CLASSES["rocksdb"]
 
 
 def test_the_command_line_refuses_before_starting_spark(tmp_path):

@@ -5,6 +5,7 @@ Runs against the provider chosen by `SPARKSTATE_TEST_PROVIDER` (see conftest.py)
 """
 from __future__ import annotations
 
+import os
 import random
 
 import pandas as pd
@@ -23,6 +24,7 @@ from spark_harness import (
     read_parquet_sink,
     run_available_now,
     run_available_now_progress,
+    session_conf,
 )
 
 DELAY = "10 seconds"
@@ -41,6 +43,48 @@ class Case:
     def run(self, make_writer) -> dict:
         """Build the query from a fresh readStream and drain it (availableNow)."""
         return run_available_now(make_writer(), self.checkpoint)
+
+
+def deduplication_to_a_file_sink(spark, tmp_path, seed: int):
+    """dropDuplicates into a parquet file sink: the case, its six input files, the output path, run()."""
+    case = Case(spark, tmp_path)
+    files = random_events(seed=seed, n_files=6, per_file=40, n_keys=6, v_range=15)
+    out = str(tmp_path / "out")
+
+    def run():
+        case.run(lambda: case.source.stream().dropDuplicates(["k", "v"]).select("k", "v").writeStream
+                 .format("parquet").option("path", out).outputMode("append"))
+
+    return case, files, out, run
+
+
+def file_sink_across_an_offline_batch(spark, tmp_path, seed: int, how: str, offline, first_run=None):
+    """Spark's file sink keeps its own batch log and compacts it every compactInterval batches (2 here, so
+    the offline command's batch 3, a rescale's or a migration's, is itself a compaction id). `offline(
+    checkpoint, file_sinks)` runs the command after three batches; `how` "file_sinks" gives it the sink's
+    path, "repair" does not, so the restart fails like Spark's own repartition does until
+    `repair_file_sink` adds the entry. Either way the output is exactly the batch computation's, across
+    one more restart. Returns the case."""
+    case, files, out, run = deduplication_to_a_file_sink(spark, tmp_path, seed)
+    with session_conf(spark, {"spark.sql.streaming.fileSink.log.compactInterval": "2"}):
+        case.source.add_all(files[:3])
+        (first_run or (lambda f: f()))(run)
+        log = os.path.join(out, "_spark_metadata")
+        assert sorted(n for n in os.listdir(log) if not n.startswith(".")) == ["0", "1.compact", "2"]
+        assert offline(case.checkpoint, [out] if how == "file_sinks" else []).batch_id == 3
+        case.source.add_all(files[3:])
+        if how == "repair":
+            with pytest.raises(Exception, match="BATCH_METADATA_NOT_FOUND|Unable to find batch"):
+                run()
+            from sparkstate.rescaling import repair_file_sink
+
+            assert repair_file_sink(case.checkpoint, out, default_interval=2) == [3]
+        run()
+        run()  # a restart after the compactions that followed the offline batch
+    assert "3.compact" in os.listdir(log) and committed_batches(case.checkpoint)[-1] >= 5
+    assert_same_rows(read_parquet_sink(spark, out), case.source.batch().select("k", "v").distinct().collect(),
+                     min_rows=40)
+    return case
 
 
 def _restart_happened(case: Case, first_batches: list[int]) -> None:

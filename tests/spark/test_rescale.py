@@ -38,6 +38,8 @@ from test_operators import (
     _join_inputs,
     _per_key_stats,
     _running_totals_fn,
+    deduplication_to_a_file_sink,
+    file_sink_across_an_offline_batch,
 )
 
 import sparkstate
@@ -126,52 +128,20 @@ def test_drop_duplicates_4_to_2(spark, tmp_path, variant):
     assert_same_rows(sink.appended(), case.source.batch().select("k", "v").distinct().collect(), min_rows=40)
 
 
-def _deduplication_to_a_file_sink(spark, tmp_path, seed: int):
-    """dropDuplicates into a parquet file sink: the case, its six input files, the output path, run()."""
-    case = Case(spark, tmp_path)
-    files = random_events(seed=seed, n_files=6, per_file=40, n_keys=6, v_range=15)
-    out = str(tmp_path / "out")
-
-    def run():
-        case.run(lambda: case.source.stream().dropDuplicates(["k", "v"]).select("k", "v").writeStream
-                 .format("parquet").option("path", out).outputMode("append"))
-
-    return case, files, out, run
-
-
 @pytest.mark.parametrize("how", ["file_sinks", "repair"])
 def test_file_sink_log_gets_the_synthetic_batch(spark, tmp_path, variant, how):
-    """Spark's file sink keeps its own batch log and compacts it every compactInterval batches (2 here, so
-    the rescale's batch 3 is itself a compaction id). Given the sink's path, the rescale writes the
-    batch's entry; without it the restart fails like Spark's own repartition does, until
-    `repair_file_sink` adds it. Either way the output is exactly the batch computation's."""
-    case, files, out, run = _deduplication_to_a_file_sink(spark, tmp_path, seed=29)
-    with session_conf(spark, {"spark.sql.streaming.fileSink.log.compactInterval": "2"}):
-        case.source.add_all(files[:3])
-        run_with(spark, 4, run)
-        log = os.path.join(out, "_spark_metadata")
-        assert sorted(n for n in os.listdir(log) if not n.startswith(".")) == ["0", "1.compact", "2"]
-        sinks = [out] if how == "file_sinks" else []
-        summary = sparkstate.rescale(spark, case.checkpoint, 2, file_sinks=sinks)
-        assert summary.batch_id == 3
-        case.source.add_all(files[3:])
-        if how == "repair":
-            with pytest.raises(Exception, match="BATCH_METADATA_NOT_FOUND|Unable to find batch"):
-                run()
-            from sparkstate.rescaling import repair_file_sink
-
-            assert repair_file_sink(case.checkpoint, out, default_interval=2) == [3]
-        run()
-        run()  # a restart after the compactions that followed the rescale
-    assert committed_batches(case.checkpoint)[-1] >= 5 and pinned_partitions(case.checkpoint) == 2
-    assert_same_rows(read_parquet_sink(spark, out), case.source.batch().select("k", "v").distinct().collect(),
-                     min_rows=40)
+    """The rescale's batch in the file sink's own log: written by the rescale given the sink's path, else
+    added by `repair_file_sink` after the restart failed (file_sink_across_an_offline_batch)."""
+    case = file_sink_across_an_offline_batch(
+        spark, tmp_path, 29, how, lambda checkpoint, sinks: sparkstate.rescale(spark, checkpoint, 2, file_sinks=sinks),
+        first_run=lambda run: run_with(spark, 4, run))
+    assert pinned_partitions(case.checkpoint) == 2
 
 
 def test_file_sink_after_a_rescale_interrupted_while_publishing(spark, tmp_path, monkeypatch, variant):
     """Interrupted after its repartition batch was logged (Spark then refuses the restart), the rescale is
     re-run with the same file sink and finishes: the sink's log gets the batch once, the output is exact."""
-    case, files, out, run = _deduplication_to_a_file_sink(spark, tmp_path, seed=31)
+    case, files, out, run = deduplication_to_a_file_sink(spark, tmp_path, seed=31)
     with session_conf(spark, {"spark.sql.streaming.fileSink.log.compactInterval": "2"}):
         case.source.add_all(files[:3])
         run_with(spark, 4, run)
