@@ -14,9 +14,9 @@ listed as such.
 
 Roll-back to version N (`rollback_plan`, `apply_rollback`): Spark re-runs batch N, which reads version N,
 when its offset log ends at N and its commit log at N-1, with the provider and partition count batch N's
-entry pins. So N must pin sparkstate (a batch between two `sparkstate migrate` runs pins another) and the
-query's partition count (a roll-back does not undo a rescale, whose operator metadata it leaves). So: remove the commit log entries >= N, the
-offset log entries > N, every store's manifests of versions > N (under checkpoint format v2 its attempt
+entry pins. N must therefore pin sparkstate (a batch between two `sparkstate migrate` runs pins another)
+and the query's partition count (a roll-back does not undo a rescale, whose operator metadata it leaves).
+The roll-back removes the commit log entries >= N, the offset log entries > N, every store's manifests of versions > N (under checkpoint format v2 its attempt
 manifests too), and the entries >= N of the query's file sinks' logs (a file sink skips a batch it has
 logged, and a skipped batch commits no state). Spark's logs go first: interrupted midway, the query
 already restarts at N, and running the roll-back again finishes it.
@@ -112,8 +112,8 @@ class VerifyReport:
         return not self.damaged
 
     def rollback_targets(self) -> set[int]:
-        """The versions N a roll-back can go to: every live store loads N, Spark's offset log has batch N and
-        pins sparkstate there (Spark re-runs batch N with the provider its entry pins)."""
+        """The versions N a roll-back can go to: every live store loads N, and Spark's offset log has batch N
+        pinning sparkstate and the query's partition count (Spark re-runs batch N with what it pins)."""
         live = [s for s in self.stores if not s.abandoned]
         if not live or self.last_batch is None:
             return set()
