@@ -16,9 +16,9 @@ Roll-back to version N (`rollback_plan`, `apply_rollback`): Spark re-runs batch 
 when its offset log ends at N and its commit log at N-1, with the provider and partition count batch N's
 entry pins. N must therefore pin sparkstate (a batch between two `sparkstate migrate` runs pins another)
 and the query's partition count (a roll-back does not undo a rescale, whose operator metadata it leaves).
-The roll-back removes the commit log entries >= N, the offset log entries > N, every store's manifests of versions > N (under checkpoint format v2 its attempt
-manifests too), and the entries >= N of the query's file sinks' logs (a file sink skips a batch it has
-logged, and a skipped batch commits no state). Spark's logs go first: interrupted midway, the query
+The roll-back removes the commit log entries >= N, the offset log entries > N, every store's manifests of
+versions > N (under checkpoint format v2 its attempt manifests too), and the entries >= N of the query's
+file sinks' logs (a file sink skips a batch it has logged, and a skipped batch commits no state). Spark's logs go first: interrupted midway, the query
 already restarts at N, and running the roll-back again finishes it.
 
 A query whose newest offset log entry pins another provider (`sparkstate migrate` moved its state out)
