@@ -23,5 +23,6 @@ def test_the_shims_unit_tests_pass():
     assert done.returncode == 0, report[-6000:]
     passed = [line for line in done.stdout.splitlines() if line.startswith("PASS ")]
     assert len(passed) >= 20, report[-3000:]
-    for suite in ("KeyCodecTest", "FramesTest", "WorkerPoolTest", "LivenessTest", "ShimSettingsTest"):
+    for suite in ("KeyCodecTest", "FramesTest", "WorkerPoolTest", "LivenessTest", "ShimSettingsTest",
+                  "StoreFailureMessageTest"):
         assert any(line.startswith(f"PASS {suite}.") for line in passed), f"no test of {suite} ran"

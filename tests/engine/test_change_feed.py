@@ -82,6 +82,28 @@ def test_rocksdb_without_its_change_log_says_so(new_store):
         list(store.changes(1, 1))
 
 
+@pytest.mark.parametrize("backend", ["rocksdb"])
+def test_the_change_log_error_names_the_batches_that_can_be_read(new_store):
+    """Versions 1-3 without a change log, 4-5 with one (the setting turned on for a restart): a feed over
+    1..5 names version 3 and the batches after it, which then read; a feed over 1..3 says none can."""
+    first = new_store(rocksdb_change_log=False)
+    for v in range(3):
+        first.load(v)
+        first.apply_batch([kv(v)])
+        first.commit()
+    first.close()
+    second = new_store("inst-2", rocksdb_change_log=True)
+    for v in range(3, 5):
+        second.load(v)
+        second.apply_batch([kv(v)])
+        second.commit()
+    with pytest.raises(ChangeFeedError, match=r"version 3 \(batch 2\).*keeps no change log.*changeStartBatchId >= 3"):
+        list(second.changes(1, 5))
+    assert [(c.version, c.rows) for c in second.changes(4, 5)] == [(4, [kv(3)]), (5, [kv(4)])]
+    with pytest.raises(ChangeFeedError, match=r"version 3 \(batch 2\).*None of batches 0\.\.2 keeps one after it"):
+        list(second.changes(1, 3))
+
+
 def test_replay_from_a_snapshot_equals_the_versions_own_files(new_store):
     store = new_store(heap_snapshot_every=2, rocksdb_change_log=True)
     versions = _history(store)

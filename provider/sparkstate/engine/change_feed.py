@@ -37,6 +37,7 @@ def read_changes(fm: CheckpointFileManager, start: int, end: int, scratch_root: 
     if start < 1 or end < start:
         raise ChangeFeedError(f"versions {start}..{end} are not a range of committed versions (1 <= start <= end)")
     manifests = _lineage(fm, end, end_checkpoint_id, start, "changes")
+    _refuse_versions_without_change_logs(fm, manifests, start, end)
     scratch = tempfile.mkdtemp(prefix="changes-", dir=_ensure(scratch_root))
     try:
         for manifest in reversed(manifests):
@@ -45,16 +46,26 @@ def read_changes(fm: CheckpointFileManager, start: int, end: int, scratch_root: 
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _refuse_versions_without_change_logs(fm: CheckpointFileManager, manifests: list[Manifest], start: int,
+                                        end: int) -> None:
+    """Name the newest of the versions asked for whose batch kept no change log, and the batches that can
+    be read: those after it."""
+    lacking = [m.version for m in manifests if m.change_log is None and not m.changes_kept]
+    if not lacking:
+        return
+    v = max(lacking)
+    later = (f"Read the changes of the batches after it (changeStartBatchId >= {v})" if v < end else
+             f"None of batches {start - 1}..{end - 1} keeps one after it")
+    raise ChangeFeedError(
+        f"version {v} (batch {v - 1}) at {fm.manifest_path(v)} keeps no change log: it was written by a "
+        "rescale, or by the rocksdb backend without spark.sql.streaming.stateStore.sparkstate.rocksdb."
+        f"changeLog=true (set it for the query so that the batches after that keep theirs). {later}")
+
+
 def _changes_of(fm: CheckpointFileManager, manifest: Manifest, scratch: str) -> list[tuple[bytes, bytes | None]]:
     v = manifest.version
     if manifest.change_log is None:
-        if manifest.changes_kept:
-            return []  # the batch wrote nothing
-        raise ChangeFeedError(
-            f"version {v} (batch {v - 1}) at {fm.manifest_path(v)} keeps no change log: it was written by a "
-            "rescale, or by the rocksdb backend without spark.sql.streaming.stateStore.sparkstate.rocksdb."
-            "changeLog=true (set it for the query so that the batches after that keep theirs). Read the "
-            f"changes of later batches (changeStartBatchId >= {v})")
+        return []  # the batch wrote nothing (versions without a change log are refused up front)
     path = fm.fetch_to_cache(manifest.change_log, scratch, v)
     try:
         last: dict[bytes, bytes | None] = {}

@@ -489,20 +489,21 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     if (e instanceof PythonStoreException || e instanceof TaskKilledException) {
       return e;
     }
+    String named = describe(version) + ": cannot " + withoutObject(action) + ": ";
     if (e instanceof DataChannelException && ((DataChannelException) e).isInterrupted()) {
       // A cancelled task, not a dead worker: the lease resets the channel and drains the worker when the
       // task ends (WorkerLease#release), and the worker keeps its other stores.
       TaskContext task = TaskContext.get();
       if (task != null && task.isInterrupted()) {
-        return new TaskKilledException(task.getKillReason().getOrElse(() -> "interrupted in " + action + " of "
-            + describe(version)));
+        return new TaskKilledException(task.getKillReason().getOrElse(() -> "interrupted in "
+            + withoutObject(action) + " of " + describe(version)));
       }
-      return new PythonStoreException(describe(version) + ": cannot " + action + ": " + e.getMessage(), e);
+      return new PythonStoreException(named + e.getMessage(), e);
     }
     if (e instanceof WorkerFailedException) { // raised below the store (pool, channel): add the store's name
       String msg = String.valueOf(e.getMessage());
       return msg.startsWith("sparkstate store [") ? e
-          : new WorkerFailedException(describe(version) + ": cannot " + action + ": " + msg, e);
+          : new WorkerFailedException(named + msg, e);
     }
     boolean transport = e instanceof py4j.Py4JNetworkException
         || (e instanceof DataChannelException && ((DataChannelException) e).isTransportFailure());
@@ -512,13 +513,21 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     if (e instanceof py4j.Py4JException) {
       String reported = PythonStoreException.reportedError(e.getMessage());
       if (reported != null) { // one line; the Python traceback is in the worker's stderr, not repeated here
-        return new PythonStoreException(describe(version) + ": cannot " + action + ": " + reported, null);
+        return new PythonStoreException(named + reported, null);
       }
     }
     if (e instanceof DataChannelException || e instanceof py4j.Py4JException || e instanceof PythonRaisedException) {
-      return new PythonStoreException(describe(version) + ": cannot " + action + ": " + e.getMessage(), e);
+      return new PythonStoreException(named + e.getMessage(), e);
     }
     return e;
+  }
+
+  /**
+   * An action phrased to take the store as its object ("read metrics of") without it, for messages that
+   * name the store first ("sparkstate store [...]: cannot read metrics: ...").
+   */
+  static String withoutObject(String action) {
+    return action.endsWith(" of") ? action.substring(0, action.length() - 3) : action;
   }
 
   /**
