@@ -147,7 +147,7 @@ def test_gc_deletes_the_partitions_a_rescale_left_once_no_retained_batch_needs_t
 
     kept = collect_garbage(f"{root}/state", now=time.time() + HOURS_LATER, spark_logs=logs)
     assert [s.abandoned for s in kept.stores] == [False] * 4
-    assert sum("kept for a roll-back" in (s.skipped or "") for s in kept.stores) == 2, kept
+    assert sum("kept while those versions are retained" in (s.skipped or "") for s in kept.stores) == 2, kept
     for p, s in stores.items():
         _commit_next(s, 3, [kv(100 * p + 30 + i) for i in range(5)])
         s.maintenance_cleanup()  # retains v3, v4: no retained batch ran with four partitions

@@ -196,7 +196,8 @@ def _collect_abandoned(by_store: dict[str, tuple[StoreGc, dict[int, Manifest]]],
                 continue
             if oldest_live is None or (manifests and max(manifests) >= oldest_live):
                 result.skipped = (f"partition {p} is beyond the query's {num_partitions} partitions, but retained "
-                                  "versions of the other partitions are as old as its own: kept for a roll-back")
+                                  "versions of the other partitions are as old as its own: kept while those "
+                                  "versions are retained")
                 continue
             result.abandoned = True
             if not dry_run:
