@@ -247,8 +247,14 @@ class S3FileIO(FileIO):
                     if name:
                         out.append(FileInfo(name, int(obj["Size"]), obj["LastModified"].timestamp()))
         except Exception as e:  # noqa: BLE001
-            if _error_code(e) in _MISSING_CODES + ("NoSuchBucket",):
+            code = _error_code(e)
+            if code == "NoSuchBucket":
                 return []
+            if code in _MISSING_CODES:  # S3 answers a listing of nothing with an empty page, never a bare 404
+                where = self.options.endpoint or "AWS"
+                raise StorageError(f"S3 LIST of {prefix_dir} at {where} was answered 404 {code} without an S3 "
+                                   "error: is the endpoint an S3 service (fs.s3a.endpoint / s3.endpoint), with "
+                                   "the right addressing (fs.s3a.path.style.access)?") from None
             raise self._fail("LIST", prefix_dir, e) from None
         return out
 
