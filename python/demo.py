@@ -55,6 +55,7 @@ RUN_FILE = "demo-run.json"   # what the checkpoint was created with; both are pi
 # ends the query at the first failed task, e.g. one whose state worker hung and was killed.
 MASTER = "local[2,4]"
 BACKENDS = ("rocksdb", "heap")
+VIEWS = ("sessions", "pages")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -71,8 +72,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--backend", choices=BACKENDS, default=None,
                    help="sparkstate backend (default: the one the checkpoint's state was written with, else "
                         "the backend setting's default, rocksdb); fixed once the checkpoint exists")
-    p.add_argument("--view", choices=("sessions", "pages"), default="sessions",
-                   help="sessions: per-user session windows; pages: per-minute page counts (default: %(default)s)")
+    p.add_argument("--view", choices=VIEWS, default=None,
+                   help="sessions: per-user session windows; pages: per-minute page counts (default: the one "
+                        f"the workdir's checkpoint was made with, else {VIEWS[0]})")
     p.add_argument("--shuffle-partitions", type=int, default=4,
                    help="state store partitions (default: %(default)s)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
@@ -95,13 +97,15 @@ def pinned_provider(checkpoint: str) -> str | None:
 
 
 def check_run_file(workdir: str, args: argparse.Namespace) -> None:
-    """Refuse to resume a checkpoint with another view, or another provider than the one it pins: Spark
-    would silently keep the old one."""
+    """Take the view the workdir's checkpoint was made with when none is given, and refuse to resume it with
+    another view, or another provider than the one it pins: Spark would silently keep the old one."""
     path = os.path.join(workdir, RUN_FILE)
     if not os.path.exists(path):
+        args.view = args.view or VIEWS[0]
         return
     with open(path, encoding="utf-8") as fh:
         recorded = json.load(fh)
+    args.view = args.view or recorded.get("view", VIEWS[0])
     if pinned_provider(os.path.join(workdir, "checkpoint")) is not None:
         recorded["provider"] = args.provider  # the checkpoint names its provider; it is reported at the start
     for key in ("provider", "view"):
@@ -293,8 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = os.path.abspath(args.workdir)
     input_dir = os.path.join(workdir, "input")
     checkpoint = os.path.join(workdir, "checkpoint")
-    output_dir = os.path.join(workdir, "output", args.view)
     check_run_file(workdir, args)
+    output_dir = os.path.join(workdir, "output", args.view)
 
     try:
         conf = {}

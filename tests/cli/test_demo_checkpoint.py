@@ -1,5 +1,5 @@
-"""`sparkstate demo` resumes a checkpoint on the provider the checkpoint pins (a migrated one included),
-and still refuses a workdir made for another view."""
+"""`sparkstate demo` resumes a checkpoint on the provider the checkpoint pins (a migrated one included)
+and with the view it was made with, and refuses a workdir made for another view than the one given."""
 from __future__ import annotations
 
 import argparse
@@ -32,6 +32,21 @@ def test_the_provider_is_the_one_the_checkpoint_pins(tmp_path):
     demo.check_run_file(workdir, argparse.Namespace(provider="hdfs", view="sessions"))  # no refusal
     with pytest.raises(SystemExit, match="--view sessions"):
         demo.check_run_file(workdir, argparse.Namespace(provider="hdfs", view="pages"))
+
+
+def test_the_view_is_the_checkpoints_unless_given(tmp_path):
+    workdir = _workdir(tmp_path, None)  # made with --view sessions
+    args = argparse.Namespace(provider="sparkstate", view=None)
+    demo.check_run_file(workdir, args)
+    assert args.view == "sessions"
+    with open(os.path.join(workdir, demo.RUN_FILE), "w") as f:
+        json.dump({"provider": "sparkstate", "view": "pages"}, f)
+    args = argparse.Namespace(provider="sparkstate", view=None)
+    demo.check_run_file(workdir, args)
+    assert args.view == "pages"
+    fresh = argparse.Namespace(provider="sparkstate", view=None)
+    demo.check_run_file(str(tmp_path / "new"), fresh)
+    assert fresh.view == "sessions"
 
 
 def test_a_checkpoint_without_batches_keeps_the_run_files_provider(tmp_path):
