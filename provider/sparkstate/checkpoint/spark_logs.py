@@ -24,7 +24,7 @@ import json
 import re
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import SparkCheckpointError
 from ..storage import FileIO
@@ -170,18 +170,18 @@ class SparkLogs:
 
     def is_repartition_batch(self, batch: int) -> bool:
         """Spark's rule: the batch pins another partition count than the batch before it."""
-        if batch <= 0:
-            return False
-        cur, prev = self.read_offset(batch).shuffle_partitions, self.read_offset(batch - 1).shuffle_partitions
-        return cur is not None and prev is not None and cur != prev
+        return self._pins_another(batch, lambda entry: entry.shuffle_partitions)
 
     def is_migration_batch(self, batch: int) -> bool:
         """The batch pins another state store provider than the batch before it: only `sparkstate migrate`
         writes such a batch (Spark keeps the provider a checkpoint was created with)."""
+        return self._pins_another(batch, lambda entry: entry.conf.get(PROVIDER_CLASS_CONF))
+
+    def _pins_another(self, batch: int, pinned: Callable[[OffsetEntry], Any]) -> bool:
+        """Whether batch `batch`'s offset log entry pins another value than the entry before it (both set)."""
         if batch <= 0:
             return False
-        cur = self.read_offset(batch).conf.get(PROVIDER_CLASS_CONF)
-        prev = self.read_offset(batch - 1).conf.get(PROVIDER_CLASS_CONF)
+        cur, prev = pinned(self.read_offset(batch)), pinned(self.read_offset(batch - 1))
         return cur is not None and prev is not None and cur != prev
 
 

@@ -39,7 +39,7 @@ from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.file_manager import parse_manifest_name, version_ranges, versions_of
 from ..checkpoint.location import discover_stores, query_key, state_root
 from ..checkpoint.recorded_attempts import RecordedAttempts, read_recorded_manifest
-from ..checkpoint.spark_logs import SparkLogs
+from ..checkpoint.spark_logs import OffsetEntry, SparkLogs
 from ..config import PROVIDER_CLASS, PROVIDER_CLASS_KEY
 from ..engine.heap.chain import Chain
 from ..errors import CheckpointError, SparkstateError
@@ -141,10 +141,15 @@ def verify_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO,
         note = f"Spark's logs unreadable ({e}): the newest manifest of each store is taken as committed"
     else:
         note = None if commits else "no commit log entries: the newest manifest of each store is taken as committed"
-    if offsets:
-        _refuse_another_providers_state(logs, offsets, checkpoint, root)
+    entries = _readable_entries(logs, offsets)
+    if offsets and offsets[-1] in entries:
+        _refuse_another_providers_state(logs, entries[offsets[-1]], offsets, checkpoint, root)
     report = VerifyReport(checkpoint, root, commits[-1] if commits else None, partitions, offsets, commits)
-    report.other_provider_batches, report.partitions_by_batch = _pinned_by_batch(logs, offsets)
+    # an unreadable entry counts as another provider's: no roll-back goes to a batch whose provider is unknown
+    report.other_provider_batches = {b for b in offsets
+                                     if b not in entries or entries[b].conf.get(PROVIDER_CLASS_KEY)
+                                     not in (None, PROVIDER_CLASS)}
+    report.partitions_by_batch = {b: entry.shuffle_partitions for b, entry in entries.items()}
     if note:
         report.notes.append(note)
     expected_key = query_key(checkpoint) if state_location else None
@@ -159,41 +164,39 @@ def verify_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO,
     return report
 
 
-def _refuse_another_providers_state(logs: SparkLogs, offsets: list[int], checkpoint: str, root: str) -> None:
+def _readable_entries(logs: SparkLogs, offsets: list[int]) -> dict[int, OffsetEntry]:
+    """The offset log entries that can be read, by batch."""
+    entries = {}
+    for batch in offsets:
+        try:
+            entries[batch] = logs.read_offset(batch)
+        except (CheckpointError, OSError):
+            continue
+    return entries
+
+
+def _refuse_another_providers_state(logs: SparkLogs, newest: OffsetEntry, offsets: list[int], checkpoint: str,
+                                    root: str) -> None:
     """Refuse a query whose newest batch pins another state store provider (`sparkstate migrate` moved its
     state out): sparkstate's stores there are those from before the move, which the query no longer reads,
     so judging them by Spark's commit log would call them damaged and offer a roll-back across the move."""
-    try:
-        pinned = logs.read_offset(offsets[-1]).conf.get(PROVIDER_CLASS_KEY)
-    except (CheckpointError, OSError):
-        return
+    pinned = newest.conf.get(PROVIDER_CLASS_KEY)
     if pinned is None or pinned == PROVIDER_CLASS:
         return
-    moved = next((b for b in reversed(offsets) if logs.is_migration_batch(b)), None)
-    since = f" since batch {moved} (`sparkstate migrate`)" if moved is not None else ""
+    since = ""
+    for batch in reversed(offsets):
+        try:
+            if logs.is_migration_batch(batch):
+                since = f" since batch {batch} (`sparkstate migrate`)"
+                break
+        except (CheckpointError, OSError):  # an unreadable older entry: the refusal stands without the batch
+            continue
     raise SparkstateError(
         f"the query at {checkpoint} keeps its state with {pinned}{since}, not with sparkstate: its newest "
         f"offset log entry (batch {offsets[-1]}) pins that provider. sparkstate verify checks sparkstate's "
         f"stores only; those under {root}, if any, hold the state from before the move and the query does "
         "not read them. Spark's state data source reads the state it does: "
         "spark.read.format('statestore').load(<checkpoint>)")
-
-
-def _pinned_by_batch(logs: SparkLogs, offsets: list[int]) -> tuple[set[int], dict[int, int | None]]:
-    """What each offset log entry pins: the batches that pin a provider other than sparkstate (an unreadable
-    entry counts as one: no roll-back goes to a batch whose provider is unknown), and each batch's partition
-    count."""
-    others, partitions = set(), {}
-    for batch in offsets:
-        try:
-            entry = logs.read_offset(batch)
-        except (CheckpointError, OSError):
-            others.add(batch)
-            continue
-        if entry.conf.get(PROVIDER_CLASS_KEY) not in (None, PROVIDER_CLASS):
-            others.add(batch)
-        partitions[batch] = entry.shuffle_partitions
-    return others, partitions
 
 
 def _check_store(root: str, rel: str, io: FileIO, report: VerifyReport, expected_key: str | None,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from ..errors import ProtocolError
 
@@ -151,20 +151,23 @@ def decode_keys(payload: bytes) -> list[bytes]:
     return keys
 
 
+def _int32s(values: Iterable[int]) -> bytes:
+    """Little-endian int32s, the frames' length arrays."""
+    out = array("i", values)
+    if not _LITTLE:
+        out.byteswap()
+    return out.tobytes()
+
+
 def encode_values(values: Sequence[bytes | None]) -> bytes:
     """The response to a GET_MANY: the values in the keys' order, -1 for an absent key."""
-    lens = array("i", (-1 if v is None else len(v) for v in values))
-    if not _LITTLE:
-        lens.byteswap()
-    return INT.pack(len(values)) + lens.tobytes() + b"".join(v for v in values if v is not None)
+    lens = _int32s(-1 if v is None else len(v) for v in values)
+    return INT.pack(len(values)) + lens + b"".join(v for v in values if v is not None)
 
 
 def encode_keys(keys: Sequence[bytes]) -> bytes:
-    """Inverse of decode_keys (used by tests and Python-side clients)."""
-    lens = array("i", (len(k) for k in keys))
-    if not _LITTLE:
-        lens.byteswap()
-    return INT.pack(len(keys)) + lens.tobytes() + b"".join(keys)
+    """Inverse of decode_keys (used by tests and Python-side clients): a GET_MANY response's layout."""
+    return encode_values(keys)
 
 
 def _bad_batch(n: int, size: int) -> str:
@@ -183,21 +186,16 @@ def _too_short(payload: bytes, n: int) -> bool:
 
 def encode_batch(records: Sequence[tuple[bytes, bytes | None]]) -> bytes:
     """Inverse of decode_batch (used by tests and Python-side clients)."""
-    klens = array("i", (len(k) for k, _ in records))
-    vlens = array("i", (-1 if v is None else len(v) for _, v in records))
-    if not _LITTLE:
-        klens.byteswap(); vlens.byteswap()
+    klens = _int32s(len(k) for k, _ in records)
+    vlens = _int32s(-1 if v is None else len(v) for _, v in records)
     body = b"".join(k + (v or b"") for k, v in records)
-    return INT.pack(len(records)) + klens.tobytes() + vlens.tobytes() + body
+    return INT.pack(len(records)) + klens + vlens + body
 
 
 def encode_chunk(rows: Sequence[tuple[bytes, bytes]], done: bool, cursor: int) -> bytes:
-    lens = array("i", [len(k) for k, _ in rows])
-    lens.extend(len(v) for _, v in rows)
-    if not _LITTLE:
-        lens.byteswap()
+    lens = _int32s([len(k) for k, _ in rows] + [len(v) for _, v in rows])
     body = b"".join([b for row in rows for b in row])
-    return CHUNK_HEADER.pack(len(rows), 1 if done else 0, cursor) + lens.tobytes() + body
+    return CHUNK_HEADER.pack(len(rows), 1 if done else 0, cursor) + lens + body
 
 
 def decode_chunk(data: bytes) -> tuple[list[tuple[bytes, bytes]], bool, int]:
