@@ -240,7 +240,10 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "Path-style bucket addressing. Unset: fs.s3a.path.style.access, else boto3's default.",
                 "true, false"),
     Declaration("s3.maxAttempts", "s3_max_attempts", 6, _int_at_least(1),
-                "Attempts per S3 request (retries with backoff on throttling, 5xx, timeouts).",
+                "Attempts per S3 request, the first included (retries with backoff on throttling, 5xx, "
+                "timeouts). A request whose last attempt times out makes the worker's later requests to that "
+                "endpoint fail at once, for as long as that request waited: a silent server fails a query in "
+                "about one request's time, not one per file and task attempt.",
                 "an integer >= 1"),
     Declaration("s3.retryMode", "s3_retry_mode", "standard", _choice("standard", "adaptive"),
                 "botocore retry mode; adaptive adds client-side rate limiting under throttling.",

@@ -12,8 +12,10 @@ How each FileIO contract maps onto S3:
 
 Retries: botocore's `standard` retry mode (or `adaptive`, which adds client-side rate limiting) retries
 throttling (503 SlowDown), 5xx and connection/read timeouts with exponential backoff and jitter, up to
-`max_attempts` per call, under explicit connect/read timeouts. Errors left after retries become
-`StorageError` naming the operation and the URI; a missing object is `FileNotFoundError`.
+`max_attempts` per call (the first included), under explicit connect/read timeouts. A call whose last
+attempt times out marks its endpoint silent for a while (`silent_endpoints`): later calls fail at once
+instead of each waiting out its own attempts. Errors left after retries become `StorageError` naming the
+operation, the URI and the attempts made; a missing object is `FileNotFoundError`.
 
 Credentials: explicit keys from `S3Options` (the `fs.s3a.access.key`/`fs.s3a.secret.key` Hadoop settings),
 else boto3's standard chain (env, profile, instance role). Secrets are never formatted into reprs, logs
@@ -32,6 +34,7 @@ from urllib.parse import urlsplit
 from .. import liveness
 from ..errors import ConfigError, StorageError
 from .fileio import FileInfo, FileIO
+from .silent_endpoints import SilentEndpointError, watch
 
 MULTIPART_THRESHOLD = 16 << 20
 MULTIPART_CHUNK = 8 << 20
@@ -114,7 +117,7 @@ def _client_for(opts: S3Options) -> Any:
             from botocore.config import Config
 
             config = Config(
-                retries={"max_attempts": opts.max_attempts, "mode": opts.retry_mode},
+                retries={"total_max_attempts": opts.max_attempts, "mode": opts.retry_mode},
                 connect_timeout=opts.connect_timeout_s, read_timeout=opts.read_timeout_s,
                 max_pool_connections=opts.max_pool_connections,
                 s3={"addressing_style": "path"} if opts.path_style else
@@ -123,6 +126,7 @@ def _client_for(opts: S3Options) -> Any:
                 aws_access_key_id=opts.access_key, aws_secret_access_key=opts.secret_key,
                 aws_session_token=opts.session_token, region_name=opts.region)
             client = session.client("s3", endpoint_url=opts.endpoint, config=config)
+            watch(client, opts.max_attempts)
             _clients[opts] = client
         return client
 
@@ -131,6 +135,15 @@ def _error_code(e: BaseException) -> str:
     resp = getattr(e, "response", None) or {}
     return str(resp.get("Error", {}).get("Code", "")) or str(resp.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
 
+
+
+def _attempts(e: BaseException, max_attempts: int) -> str:
+    """How many attempts a failed call made: botocore counts them on an answered error (one, for an error no
+    retry can fix); a timeout or connection error carries no count."""
+    retries = (getattr(e, "response", None) or {}).get("ResponseMetadata", {}).get("RetryAttempts")
+    if isinstance(retries, int):
+        return "after 1 attempt" if retries == 0 else f"after {retries + 1} attempts"
+    return f"after up to {max_attempts} attempts"
 
 
 def _progress(_bytes: int) -> None:
@@ -165,9 +178,11 @@ class S3FileIO(FileIO):
         code = _error_code(e)
         if code in _MISSING_CODES:
             return FileNotFoundError(f"S3 object {uri} does not exist")
+        if isinstance(e, SilentEndpointError):
+            return StorageError(f"S3 {verb} of {uri} not sent: {e}")
         where = f" at {self.options.endpoint}" if self.options.endpoint else ""
-        return StorageError(_scrub(f"S3 {verb} of {uri}{where} failed (after up to {self.options.max_attempts} "
-                                   f"attempts): {type(e).__name__}: {e}", self.options.secrets()))
+        return StorageError(_scrub(f"S3 {verb} of {uri}{where} failed ({_attempts(e, self.options.max_attempts)}): "
+                                   f"{type(e).__name__}: {e}", self.options.secrets()))
 
     # ---- verbs ------------------------------------------------------------------------------------
     def read_bytes(self, path: str) -> bytes:
