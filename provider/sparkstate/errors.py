@@ -100,3 +100,20 @@ def local_disk_error(error: OSError, path: str, action: str) -> OSError | LocalD
         return error
     reason = error.strerror or os.strerror(code or 0)
     return LocalDiskError(f"cannot {action} {path}: {reason} [errno {code}]; {advice}")
+
+
+# RocksDB reports an OS error only in its status text ("IO error: No space left on device: While
+# appending to file: ..."), with the C library's wording of the errno.
+_ROCKSDB_REASONS = {os.strerror(code): code for code in _ADVICE}
+
+
+def rocksdb_disk_error(error: Exception, where: str, action: str) -> Exception:
+    """A RocksDB failure whose text names an OS error a user can fix (full, read-only, not permitted) as a
+    LocalDiskError naming `where` (the database) and what to do; any other error is returned as it is (the
+    caller re-raises it)."""
+    text = str(error)
+    for reason, code in _ROCKSDB_REASONS.items():
+        if reason in text:
+            return LocalDiskError(f"cannot {action} {where}: {reason} [errno {code}]; {_ADVICE[code]}. "
+                                  f"RocksDB said: {text}")
+    return error

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import logging
 import shutil
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 import rocksdict
 
 from ...checkpoint import Manifest
-from ...errors import StoreStateError
+from ...config import PREFIX
+from ...errors import StoreStateError, rocksdb_disk_error
 from ..backend import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
 from ..journal import DeltaJournal
 from .block_cache import BlockCacheLease
@@ -75,19 +77,20 @@ class RocksDBBackend(Backend):
             self._cache = BlockCacheLease(mb)
         db = None
         try:
-            db = rocksdict.Rdict(restored.db_dir, make_options(self.ctx.settings,
-                                                              self._cache.cache if self._cache else None))
-            wo = rocksdict.WriteOptions()
-            wo.disable_wal = True
-            db.set_write_options(wo)
-            for rows in restored.replay():
-                batch = rocksdict.WriteBatch(raw_mode=True)
-                for k, v in rows:
-                    if v is None:
-                        batch.delete(k)
-                    else:
-                        batch.put(k, v)
-                db.write(batch)
+            with _disk_errors_named(restored.db_dir, "open"):
+                db = rocksdict.Rdict(restored.db_dir, make_options(self.ctx.settings,
+                                                                  self._cache.cache if self._cache else None))
+                wo = rocksdict.WriteOptions()
+                wo.disable_wal = True
+                db.set_write_options(wo)
+                for rows in restored.replay():
+                    batch = rocksdict.WriteBatch(raw_mode=True)
+                    for k, v in rows:
+                        if v is None:
+                            batch.delete(k)
+                        else:
+                            batch.put(k, v)
+                    db.write(batch)
         except BaseException:
             if db is not None:
                 db.close()
@@ -150,7 +153,8 @@ class RocksDBBackend(Backend):
                     n += 1
                     known[k] = True
         try:
-            db.write(batch)
+            with _disk_errors_named(self.db_dir, "write to"):
+                db.write(batch)
         except BaseException:
             known.clear()  # it described writes that did not happen
             raise
@@ -242,7 +246,8 @@ class RocksDBBackend(Backend):
         if logged:
             res = take_logged(version, self._num_keys)
         else:
-            res = take_checkpoint(self.ctx, self._live(), version, self._num_keys)
+            with _disk_errors_named(self.db_dir, "flush"):
+                res = take_checkpoint(self.ctx, self._live(), version, self._num_keys)
         res.changes, self._changes = self._changes, None
         res.changes_kept = not self._changes_lost
         return res
@@ -301,6 +306,19 @@ class RocksDBBackend(Backend):
         cache, self._cache = self._cache, None
         if cache is not None:
             cache.release()
+
+
+@contextmanager
+def _disk_errors_named(db_dir: str, action: str) -> Iterator[None]:
+    """A full or read-only local disk under the live database raises a LocalDiskError that names it, with
+    the setting that places it; other errors pass as they are."""
+    try:
+        yield
+    except Exception as e:
+        named = rocksdb_disk_error(e, f"the store's RocksDB database in {db_dir} (under {PREFIX}localDir)", action)
+        if named is e:
+            raise
+        raise named from e
 
 
 def open_rocksdb_backend(ctx: BackendContext, manifest: Manifest | None) -> RocksDBBackend:
