@@ -4,12 +4,16 @@
 2. The copy job (`io.sparkstate.tools.StateCopy`, in the jar): per partition, every store's version B+1
    read through the source provider, written through the target provider as version B+2 and read back.
 3. Verify: every store reported, with the same key count and checksum on both sides.
-4. Publish, Spark's logs last: the file sinks' empty entries for batch B+1, the offset log entry B+1
-   (batch B's offsets, the target provider's class), then the commit log entry B+1.
+4. Publish: the offset log entry B+1 (batch B's offsets, the target provider's class; put-if-absent, so a
+   query started meanwhile makes the migration fail before anything else is written), the file sinks'
+   empty entries for batch B+1, then the commit log entry B+1.
 
-Until step 4 writes the commit log entry, Spark's view of the checkpoint is unchanged: the target's files
-are versions no log names yet. A crash before it leaves the query restartable on the source provider and
-a re-run finishes (it recognises its own offset log entry B+1 and writes the same versions again).
+Before step 4 the checkpoint is unchanged for Spark: the target's files are versions no log names yet, and
+the query restarts on the source provider. From the offset log entry on, the query would re-run batch
+B+1 on the target, which has no version B+1 to load, so it fails instead of running (`sparkstate verify`
+says the migration is unfinished). A file sink's entry never precedes that offset log entry: a batch B+1
+planned by a restart on the source would find it and skip its output. Running the command again finishes
+at any point (it recognises its own offset log entry B+1 and writes the same versions again).
 """
 from __future__ import annotations
 
@@ -172,14 +176,14 @@ def _verify(plan: MigrationPlan, results: list[dict[str, Any]]) -> None:
 
 def _publish(plan: MigrationPlan, fio: Any, file_sinks: Sequence[str], compact_interval: int) -> None:
     logs = SparkLogs(fio, plan.checkpoint)
-    for sink in file_sinks:  # the batch writes no output: an empty entry in each file sink's own log
-        record_empty_batch(fileio_for(sink), sink, plan.new_batch, compact_interval)
     entry = logs.read_offset(plan.last_committed_batch).with_conf({PROVIDER_CLASS_CONF: plan.target_class})
     if not fio.create_exclusive(logs.offset_path(plan.new_batch), entry.encode()):
         existing = logs.read_offset(plan.new_batch)
         if not (plan.resume and existing.conf.get(PROVIDER_CLASS_CONF) == plan.target_class):
             raise MigrationError(f"offset log entry {logs.offset_path(plan.new_batch)} appeared while migrating: "
                                  "the query was started concurrently; nothing was switched")
+    for sink in file_sinks:  # the batch writes no output: an empty entry in each file sink's own log
+        record_empty_batch(fileio_for(sink), sink, plan.new_batch, compact_interval)
     commit = logs.read_commit(plan.last_committed_batch).raw.encode()
     if not fio.create_exclusive(logs.commit_path(plan.new_batch), commit):
         if fio.read_bytes(logs.commit_path(plan.new_batch)) != commit:
