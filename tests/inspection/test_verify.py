@@ -202,3 +202,44 @@ def test_no_roll_back_across_a_rescale(query):
             f.write(text.replace(f'"spark.sql.shuffle.partitions":"{PARTITIONS}"', '"spark.sql.shuffle.partitions":"3"'))
     report = verify_checkpoint(query, LocalFileIO(), LocalFileIO())
     assert report.partitions_by_batch[1] == 3 and report.rollback_targets() == {2, 3}
+
+
+def _pin_batch(ckpt: str, batch: int, partitions: int | None = None, provider: str | None = None) -> None:
+    """Offset log entry `batch` as batch 3's with another partition count or provider."""
+    with open(f"{ckpt}/offsets/{BATCHES - 1}") as f:
+        version_line, meta, *rest = f.read().split("\n")
+    entry = json.loads(meta)
+    if partitions is not None:
+        entry["conf"]["spark.sql.shuffle.partitions"] = str(partitions)
+    if provider is not None:
+        entry["conf"]["spark.sql.streaming.stateStore.providerClass"] = provider
+    with open(f"{ckpt}/offsets/{batch}", "w") as f:
+        f.write("\n".join([version_line, json.dumps(entry), *rest]))
+
+
+def test_an_unfinished_rescale_says_how_to_finish_it_not_damaged(query, capsys):
+    """A rescale killed after its batch's offset log entry and before its commit: the new partitions have no
+    version the commit log asks for, which is not damage, and the way on is running the rescale again."""
+    _pin_batch(query, BATCHES, partitions=3)
+    for extra in ((), ("--rollback-to", str(BATCHES - 1))):
+        code = cli_main(["verify", "--checkpoint", query, *extra])
+        out, err = capsys.readouterr()
+        assert code == 1 and "DAMAGED" not in out and "backup" not in out + err, out + err
+        assert f"unfinished rescale to 3 partitions: its batch {BATCHES} pins 3 partitions" in err, err
+        assert f"`sparkstate rescale --checkpoint {query} --partitions 3`, with --file-sink" in err
+    assert os.path.exists(f"{query}/offsets/{BATCHES}")  # nothing removed
+
+
+@pytest.mark.parametrize("direction", ["out", "in"])
+def test_an_unfinished_migration_says_how_to_finish_it(query, capsys, direction):
+    # batches 0-3 ran on the source provider; the migration's batch 4 pins the target
+    source, target = (PROVIDER_CLASS, SPARK_HDFS) if direction == "out" else (SPARK_HDFS, PROVIDER_CLASS)
+    for batch in range(BATCHES):
+        _pin_batch(query, batch, provider=source)
+    _pin_batch(query, BATCHES, provider=target)
+    command = "--to hdfs`" if direction == "out" else "--to sparkstate --backend <the backend it was given>`"
+    code = cli_main(["verify", "--checkpoint", query])
+    out, err = capsys.readouterr()
+    assert code == 1 and "DAMAGED" not in out and "backup" not in out + err, out + err
+    assert f"unfinished migration to {target}: its batch {BATCHES} pins that provider" in err, err
+    assert f"`sparkstate migrate --checkpoint {query} {command}, with --file-sink" in err, err

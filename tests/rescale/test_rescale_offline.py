@@ -11,7 +11,8 @@ from math import gcd
 import pytest
 
 from sparkstate.checkpoint.spark_logs import SparkLogs, is_single_partition_key, parse_state_schema
-from sparkstate.errors import SparkCheckpointError
+from sparkstate.errors import SparkCheckpointError, SparkstateError
+from sparkstate.inspection import verify_checkpoint
 from sparkstate.rescaling import RescaleError, build_plan
 from sparkstate.rescaling.plan import Plan
 from sparkstate.rescaling.runner import CheckpointToolLock, _publish, _remove_staging
@@ -154,6 +155,10 @@ def test_interrupted_publish_blocks_a_restart_and_a_rerun_finishes(tmp_path, bac
     assert logs.offset_batches() == [0, 1] and logs.commit_batches() == [0] and logs.is_repartition_batch(1)
     with pytest.raises(RescaleError, match="unfinished rescale to 2 partitions"):
         build_plan(ck.path, 5, ck.settings_conf)
+    # `sparkstate verify` says how to finish it, where judging the stores would call the new ones damaged
+    with pytest.raises(SparkstateError, match=r"unfinished rescale to 2 partitions.*sparkstate rescale --checkpoint "
+                                              r".* --partitions 2"):
+        verify_checkpoint(ck.path, fileio_for(ck.path), fileio_for(ck.path))
     assert build_plan(ck.path, 2, ck.settings_conf).resume_metadata
     results = offline_rescale(ck, 2)
     assert all(r["skipped"] for r in results)

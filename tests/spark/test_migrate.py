@@ -32,7 +32,8 @@ from test_operators import (
 
 import sparkstate
 from sparkstate.checkpoint.spark_logs import PROVIDER_CLASS_CONF, SparkLogs
-from sparkstate.errors import MigrationError
+from sparkstate.errors import MigrationError, SparkstateError
+from sparkstate.inspection import verify_checkpoint
 from sparkstate.storage import fileio_for
 
 pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="needs the sparkstate jar")
@@ -300,6 +301,8 @@ def test_an_interrupted_migration_changes_nothing_and_a_rerun_finishes(spark, tm
     with pytest.raises(KeyboardInterrupt):
         sparkstate.migrate(spark, case.checkpoint, "sparkstate")
     monkeypatch.undo()
+    with pytest.raises(SparkstateError, match="unfinished migration to io.sparkstate.*--to sparkstate --backend"):
+        verify_checkpoint(case.checkpoint, fileio_for(case.checkpoint), fileio_for(case.checkpoint))
     summary = sparkstate.migrate(spark, case.checkpoint, "sparkstate")  # finishes what the killed run began
     assert summary.batch_id == int(batches[-1]) + 1
     case.source.add_all(case.files[1:])
