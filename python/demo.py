@@ -106,6 +106,7 @@ def check_run_file(workdir: str, args: argparse.Namespace) -> None:
     with open(path, encoding="utf-8") as fh:
         recorded = json.load(fh)
     args.view = args.view or recorded.get("view", VIEWS[0])
+    args.recorded_backend = recorded.get("backend")
     if pinned_provider(os.path.join(workdir, "checkpoint")) is not None:
         recorded["provider"] = args.provider  # the checkpoint names its provider; it is reported at the start
     for key in ("provider", "view"):
@@ -131,6 +132,8 @@ def resolve_backend(checkpoint: str, args: argparse.Namespace, conf: dict[str, s
     pinned = pinned_provider(checkpoint)
     ours = args.provider == "sparkstate" if pinned is None else provider_name(pinned) == "sparkstate"
     written = checkpoint_backend(checkpoint) if ours else None
+    if written is None and ours and SparkLogs(LocalFileIO(), checkpoint).commit_batches():
+        written = getattr(args, "recorded_backend", None)  # state kept elsewhere (stateLocation): the run file's
     asked = args.backend or conf.get(PREFIX + "backend")
     if written is None:
         return
@@ -142,11 +145,16 @@ def resolve_backend(checkpoint: str, args: argparse.Namespace, conf: dict[str, s
     args.backend = written
 
 
-def record_run_file(workdir: str, args: argparse.Namespace) -> None:
+def record_run_file(workdir: str, args: argparse.Namespace, conf: dict[str, str]) -> None:
+    """What the checkpoint is made with; the backend too, for a resume whose state lies where the demo does
+    not read it (`stateLocation`)."""
     path = os.path.join(workdir, RUN_FILE)
     if not os.path.exists(path):
+        run = {"provider": args.provider, "view": args.view}
+        if args.provider == "sparkstate":
+            run["backend"] = args.backend or conf.get(PREFIX + "backend") or Settings().backend
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump({"provider": args.provider, "view": args.view}, fh)
+            json.dump(run, fh)
 
 
 def build_query(spark, input_dir: str, view: str):
@@ -313,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sparkstate demo: {exc}", file=sys.stderr)
         return 2
     os.makedirs(workdir, exist_ok=True)
-    record_run_file(workdir, args)
+    record_run_file(workdir, args, conf)
 
     chunk = clickstream.generate(workdir, input_dir, args.batches, args.rows_per_batch)
     resumed = os.path.isdir(os.path.join(checkpoint, "commits"))

@@ -92,3 +92,37 @@ def test_a_checkpoint_migrated_to_another_provider_ignores_its_old_backend(tmp_p
     args = argparse.Namespace(provider="sparkstate", backend="rocksdb")
     demo.resolve_backend(os.path.join(workdir, "checkpoint"), args, {})   # no refusal: HDFS runs it
     assert args.backend == "rocksdb"
+
+
+def test_state_kept_elsewhere_resumes_on_the_backend_the_run_file_records(tmp_path):
+    """With `stateLocation` the checkpoint directory holds no manifest to read the backend from: the run
+    file's backend, written by the first run, decides once the checkpoint has committed a batch."""
+    workdir = _workdir(tmp_path, None)
+    checkpoint = os.path.join(workdir, "checkpoint")
+    with open(os.path.join(workdir, demo.RUN_FILE), "w") as f:
+        json.dump({"provider": "sparkstate", "view": "sessions", "backend": "heap"}, f)
+    args = argparse.Namespace(provider="sparkstate", view=None, backend=None)
+    demo.check_run_file(workdir, args)
+    demo.resolve_backend(checkpoint, args, {})
+    assert args.backend is None                     # no batch committed yet: nothing to keep
+    os.makedirs(os.path.join(checkpoint, "commits"))
+    with open(os.path.join(checkpoint, "commits", "0"), "w") as f:
+        f.write('v1\n{"nextBatchWatermarkMs":0}')
+    demo.resolve_backend(checkpoint, args, {})
+    assert args.backend == "heap"
+    other = argparse.Namespace(provider="sparkstate", view=None, backend="rocksdb")
+    demo.check_run_file(workdir, other)
+    with pytest.raises(SystemExit, match="--backend heap or a new --workdir"):
+        demo.resolve_backend(checkpoint, other, {})
+
+
+def test_the_run_file_records_the_backend_of_a_new_sparkstate_checkpoint(tmp_path):
+    for provider, backend, conf, recorded in (("sparkstate", "heap", {}, "heap"),
+                                             ("sparkstate", None, {}, "rocksdb"),
+                                             ("sparkstate", None, {"spark.sql.streaming.stateStore.sparkstate.backend": "heap"}, "heap"),
+                                             ("hdfs", None, {}, None)):
+        workdir = str(tmp_path / f"{provider}-{backend}-{len(conf)}")
+        os.makedirs(workdir)
+        demo.record_run_file(workdir, argparse.Namespace(provider=provider, view="sessions", backend=backend), conf)
+        with open(os.path.join(workdir, demo.RUN_FILE)) as f:
+            assert json.load(f).get("backend") == recorded
