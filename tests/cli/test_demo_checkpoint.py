@@ -117,9 +117,10 @@ def test_state_kept_elsewhere_resumes_on_the_backend_the_run_file_records(tmp_pa
 
 
 def test_the_run_file_records_the_backend_of_a_new_sparkstate_checkpoint(tmp_path):
+    heap_by_conf = {"spark.sql.streaming.stateStore.sparkstate.backend": "heap"}
     for provider, backend, conf, recorded in (("sparkstate", "heap", {}, "heap"),
                                              ("sparkstate", None, {}, "rocksdb"),
-                                             ("sparkstate", None, {"spark.sql.streaming.stateStore.sparkstate.backend": "heap"}, "heap"),
+                                             ("sparkstate", None, heap_by_conf, "heap"),
                                              ("hdfs", None, {}, None)):
         workdir = str(tmp_path / f"{provider}-{backend}-{len(conf)}")
         os.makedirs(workdir)

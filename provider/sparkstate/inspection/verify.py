@@ -194,13 +194,13 @@ def _refuse_an_unfinished_rewrite(entries: dict[int, OffsetEntry], offsets: list
         return
     sinks = ", with --file-sink <output path> for each file sink the query writes"
     head = f"the query at {checkpoint} has an unfinished "
-    tail = (f" and has no commit log entry, so the query cannot run on until it has. Finish it by running the "
+    tail = (" and has no commit log entry, so the query cannot run on until it has. Finish it by running the "
             "same command again: ")
-    if None not in (cur.shuffle_partitions, prev.shuffle_partitions) and cur.shuffle_partitions != prev.shuffle_partitions:
+    new, old = cur.shuffle_partitions, prev.shuffle_partitions
+    if None not in (new, old) and new != old:
         raise SparkstateError(
-            f"{head}rescale to {cur.shuffle_partitions} partitions: its batch {batch} pins {cur.shuffle_partitions} "
-            f"partitions (batch {batch - 1}: {prev.shuffle_partitions}){tail}`sparkstate rescale --checkpoint "
-            f"{checkpoint} --partitions {cur.shuffle_partitions}`{sinks}")
+            f"{head}rescale to {new} partitions: its batch {batch} pins {new} partitions (batch {batch - 1}: "
+            f"{old}){tail}`sparkstate rescale --checkpoint {checkpoint} --partitions {new}`{sinks}")
     target, source = cur.conf.get(PROVIDER_CLASS_KEY), prev.conf.get(PROVIDER_CLASS_KEY)
     if None not in (target, source) and target != source:
         backend = " --backend <the backend it was given>" if target == PROVIDER_CLASS else ""
