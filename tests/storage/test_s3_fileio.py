@@ -161,3 +161,20 @@ def test_secrets_not_in_store_spec_repr():
         "hadoopS3a": {"fs.s3a.secret.key": SECRET_KEY, "fs.s3a.access.key": "AKIDLEAKCHECK"}})
     assert SECRET_KEY not in repr(spec) and SECRET_KEY not in spec.describe()
     assert spec.hadoop_s3a["fs.s3a.secret.key"] == SECRET_KEY
+
+
+def test_a_download_onto_a_full_local_disk_names_the_local_disk(io, bucket, tmp_path, monkeypatch):
+    """boto3 passes the local write's OSError through; it is the local disk's fault, not S3's."""
+    import errno
+
+    io.write_bytes_atomic(f"s3://{bucket}/f.sst", b"x" * 100)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(io.client, "download_file", full)
+    with pytest.raises(StorageError) as err:
+        io.download_file(f"s3://{bucket}/f.sst", str(tmp_path / "cache" / "f.sst"))
+    text = str(err.value)
+    assert f"cannot write the download of s3://{bucket}/f.sst to {tmp_path}/cache/f.sst" in text
+    assert "No space left on device [errno 28]; the file system is full" in text and "after up to" not in text

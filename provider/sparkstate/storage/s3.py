@@ -32,7 +32,7 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
 from .. import liveness
-from ..errors import ConfigError, StorageError
+from ..errors import ConfigError, StorageError, local_disk_error
 from .fileio import FileInfo, FileIO
 from .silent_endpoints import SilentEndpointError, watch
 
@@ -225,6 +225,9 @@ class S3FileIO(FileIO):
         bucket, key = split_uri(path)
         try:
             self.client.download_file(bucket, key, local_path, Config=self._transfer_config(), Callback=_progress)
+        except OSError as e:  # a full or read-only local disk is the local disk's fault, not S3's
+            named = local_disk_error(e, local_path, f"write the download of {path} to")
+            raise (named if named is not e else self._fail("download", path, e)) from None
         except Exception as e:  # noqa: BLE001
             raise self._fail("download", path, e) from None
 
