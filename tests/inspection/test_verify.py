@@ -243,3 +243,14 @@ def test_an_unfinished_migration_says_how_to_finish_it(query, capsys, direction)
     assert code == 1 and "DAMAGED" not in out and "backup" not in out + err, out + err
     assert f"unfinished migration to {target}: its batch {BATCHES} pins that provider" in err, err
     assert f"`sparkstate migrate --checkpoint {query} {command}, with --file-sink" in err, err
+
+
+def test_an_unfinished_repartition_of_a_query_on_sparks_provider_is_not_called_ours(query, capsys):
+    """Spark's own offline repartition, interrupted, on a query that runs on Spark's provider: verify refuses
+    the query as another provider's, without sending the user to `sparkstate rescale`."""
+    for batch in range(BATCHES):
+        _pin_batch(query, batch, provider=SPARK_HDFS)
+    _pin_batch(query, BATCHES, partitions=3, provider=SPARK_HDFS)
+    code = cli_main(["verify", "--checkpoint", query])
+    err = capsys.readouterr().err
+    assert code == 1 and "sparkstate rescale" not in err and f"keeps its state with {SPARK_HDFS}" in err, err

@@ -197,7 +197,8 @@ def _refuse_an_unfinished_rewrite(entries: dict[int, OffsetEntry], offsets: list
     tail = (" and has no commit log entry, so the query cannot run on until it has. Finish it by running the "
             "same command again: ")
     new, old = cur.shuffle_partitions, prev.shuffle_partitions
-    if None not in (new, old) and new != old:
+    ours = cur.conf.get(PROVIDER_CLASS_KEY) in (None, PROVIDER_CLASS)  # else Spark's own repartition
+    if ours and None not in (new, old) and new != old:
         raise SparkstateError(
             f"{head}rescale to {new} partitions: its batch {batch} pins {new} partitions (batch {batch - 1}: "
             f"{old}){tail}`sparkstate rescale --checkpoint {checkpoint} --partitions {new}`{sinks}")
