@@ -62,6 +62,19 @@ def migrate_out_by_hand(ckpt: str) -> int:
     return last
 
 
+def pin_batch(ckpt: str, batch: int, partitions: int | None = None, provider: str | None = None) -> None:
+    """Offset log entry `batch` as batch 3's with another partition count or provider."""
+    with open(f"{ckpt}/offsets/{BATCHES - 1}") as f:
+        version_line, meta, *rest = f.read().split("\n")
+    entry = json.loads(meta)
+    if partitions is not None:
+        entry["conf"]["spark.sql.shuffle.partitions"] = str(partitions)
+    if provider is not None:
+        entry["conf"]["spark.sql.streaming.stateStore.providerClass"] = provider
+    with open(f"{ckpt}/offsets/{batch}", "w") as f:
+        f.write("\n".join([version_line, json.dumps(entry), *rest]))
+
+
 @pytest.fixture
 def query(tmp_path, backend):
     """A checkpoint as a two-partition query leaves it after four batches."""

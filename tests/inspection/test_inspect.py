@@ -13,7 +13,7 @@ from sparkstate.keygroups import key_group
 from sparkstate.storage.local import LocalFileIO
 
 from ..engine.conftest import backend_name, contents
-from .conftest import BATCHES, PARTITIONS, migrate_out_by_hand, open_store, write_v2_checkpoint
+from .conftest import BATCHES, PARTITIONS, migrate_out_by_hand, open_store, pin_batch, write_v2_checkpoint
 
 
 def _inspect(ckpt: str, capsys, *extra: str) -> tuple[int, str]:
@@ -155,3 +155,11 @@ def test_a_query_moved_to_another_provider_shows_that_providers_stores(query, ca
     assert {s["backend"] for s in stores} == {"spark"}
     assert [v["version"] for v in stores[0]["versions"]] == list(range(BATCHES + 1, last + 2))
     assert any("hold the state from before the query moved to" in n for n in doc["notes"])
+
+
+def test_an_unfinished_rescale_is_named_with_the_command_that_finishes_it(query, capsys):
+    pin_batch(query, BATCHES, partitions=3)  # a rescale killed between its offset and commit log entries
+    assert cli_main(["inspect", "--checkpoint", query]) == 0
+    out = capsys.readouterr().out
+    assert "unfinished rescale to 3 partitions" in out, out
+    assert f"`sparkstate rescale --checkpoint {query} --partitions 3`" in out

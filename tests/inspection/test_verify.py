@@ -13,7 +13,8 @@ from sparkstate.config import PROVIDER_CLASS
 from sparkstate.storage import fileio_for
 
 from ..engine.conftest import contents, kv
-from .conftest import BATCHES, PARTITIONS, SPARK_HDFS, migrate_out_by_hand, open_store, write_log, write_v2_checkpoint
+from .conftest import (BATCHES, PARTITIONS, SPARK_HDFS, migrate_out_by_hand, open_store, pin_batch, write_log,
+                       write_v2_checkpoint)
 
 
 def _verify(ckpt: str, capsys, *extra: str) -> tuple[int, str]:
@@ -204,23 +205,10 @@ def test_no_roll_back_across_a_rescale(query):
     assert report.partitions_by_batch[1] == 3 and report.rollback_targets() == {2, 3}
 
 
-def _pin_batch(ckpt: str, batch: int, partitions: int | None = None, provider: str | None = None) -> None:
-    """Offset log entry `batch` as batch 3's with another partition count or provider."""
-    with open(f"{ckpt}/offsets/{BATCHES - 1}") as f:
-        version_line, meta, *rest = f.read().split("\n")
-    entry = json.loads(meta)
-    if partitions is not None:
-        entry["conf"]["spark.sql.shuffle.partitions"] = str(partitions)
-    if provider is not None:
-        entry["conf"]["spark.sql.streaming.stateStore.providerClass"] = provider
-    with open(f"{ckpt}/offsets/{batch}", "w") as f:
-        f.write("\n".join([version_line, json.dumps(entry), *rest]))
-
-
 def test_an_unfinished_rescale_says_how_to_finish_it_not_damaged(query, capsys):
     """A rescale killed after its batch's offset log entry and before its commit: the new partitions have no
     version the commit log asks for, which is not damage, and the way on is running the rescale again."""
-    _pin_batch(query, BATCHES, partitions=3)
+    pin_batch(query, BATCHES, partitions=3)
     for extra in ((), ("--rollback-to", str(BATCHES - 1))):
         code = cli_main(["verify", "--checkpoint", query, *extra])
         out, err = capsys.readouterr()
@@ -235,8 +223,8 @@ def test_an_unfinished_migration_says_how_to_finish_it(query, capsys, direction)
     # batches 0-3 ran on the source provider; the migration's batch 4 pins the target
     source, target = (PROVIDER_CLASS, SPARK_HDFS) if direction == "out" else (SPARK_HDFS, PROVIDER_CLASS)
     for batch in range(BATCHES):
-        _pin_batch(query, batch, provider=source)
-    _pin_batch(query, BATCHES, provider=target)
+        pin_batch(query, batch, provider=source)
+    pin_batch(query, BATCHES, provider=target)
     command = "--to hdfs`" if direction == "out" else "--to sparkstate --backend <the backend it was given>`"
     code = cli_main(["verify", "--checkpoint", query])
     out, err = capsys.readouterr()
@@ -249,8 +237,8 @@ def test_an_unfinished_repartition_of_a_query_on_sparks_provider_is_not_called_o
     """Spark's own offline repartition, interrupted, on a query that runs on Spark's provider: verify refuses
     the query as another provider's, without sending the user to `sparkstate rescale`."""
     for batch in range(BATCHES):
-        _pin_batch(query, batch, provider=SPARK_HDFS)
-    _pin_batch(query, BATCHES, partitions=3, provider=SPARK_HDFS)
+        pin_batch(query, batch, provider=SPARK_HDFS)
+    pin_batch(query, BATCHES, partitions=3, provider=SPARK_HDFS)
     code = cli_main(["verify", "--checkpoint", query])
     err = capsys.readouterr().err
     assert code == 1 and "sparkstate rescale" not in err and f"keeps its state with {SPARK_HDFS}" in err, err

@@ -27,7 +27,7 @@ is refused: its sparkstate stores are those from before the move, which the quer
 So is a query whose newest batch is an unfinished rescale or migration: its offset log entry pins
 another partition count or provider than the batch before, and it has no commit log entry. Its stores
 are between two layouts, and what the user needs is the command that finishes it (running the same
-command again does), not a verdict on stores or a roll-back.
+command again does; `unfinished.py`), not a verdict on stores or a roll-back.
 
 Under checkpoint format v2 a version is the commit attempt Spark's commit log recorded, which need not be
 the one `<v>.manifest` copies (checkpoint/recorded_attempts.py): that attempt is the one checked.
@@ -48,9 +48,9 @@ from ..checkpoint.spark_logs import OffsetEntry, SparkLogs
 from ..config import PROVIDER_CLASS, PROVIDER_CLASS_KEY
 from ..engine.heap.chain import Chain
 from ..errors import CheckpointError, SparkstateError
-from ..migration.plan import provider_name
 from ..rescaling.file_sink import file_sink_rollback_entries
 from ..storage import FileIO
+from .unfinished import unfinished_rewrite
 
 _STORE_RE = re.compile(r"^(\d+)/(\d+)(?:/(.+))?$")
 
@@ -148,7 +148,9 @@ def verify_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO,
     else:
         note = None if commits else "no commit log entries: the newest manifest of each store is taken as committed"
     entries = _readable_entries(logs, offsets)
-    _refuse_an_unfinished_rewrite(entries, offsets, commits, checkpoint)
+    unfinished = unfinished_rewrite(entries, offsets, commits, checkpoint)
+    if unfinished:
+        raise SparkstateError(unfinished)
     if offsets and offsets[-1] in entries:
         _refuse_another_providers_state(logs, entries[offsets[-1]], offsets, checkpoint, root)
     report = VerifyReport(checkpoint, root, commits[-1] if commits else None, partitions, offsets, commits)
@@ -180,34 +182,6 @@ def _readable_entries(logs: SparkLogs, offsets: list[int]) -> dict[int, OffsetEn
         except (CheckpointError, OSError):
             continue
     return entries
-
-
-def _refuse_an_unfinished_rewrite(entries: dict[int, OffsetEntry], offsets: list[int], commits: list[int],
-                                  checkpoint: str) -> None:
-    """Refuse a query whose newest batch is a `sparkstate rescale` or `sparkstate migrate` that was
-    interrupted before its commit log entry, and say how to finish it."""
-    if not offsets or (commits and commits[-1] >= offsets[-1]):
-        return
-    batch = offsets[-1]
-    cur, prev = entries.get(batch), entries.get(batch - 1)
-    if cur is None or prev is None:
-        return
-    sinks = ", with --file-sink <output path> for each file sink the query writes"
-    head = f"the query at {checkpoint} has an unfinished "
-    tail = (" and has no commit log entry, so the query cannot run on until it has. Finish it by running the "
-            "same command again: ")
-    new, old = cur.shuffle_partitions, prev.shuffle_partitions
-    ours = cur.conf.get(PROVIDER_CLASS_KEY) in (None, PROVIDER_CLASS)  # else Spark's own repartition
-    if ours and None not in (new, old) and new != old:
-        raise SparkstateError(
-            f"{head}rescale to {new} partitions: its batch {batch} pins {new} partitions (batch {batch - 1}: "
-            f"{old}){tail}`sparkstate rescale --checkpoint {checkpoint} --partitions {new}`{sinks}")
-    target, source = cur.conf.get(PROVIDER_CLASS_KEY), prev.conf.get(PROVIDER_CLASS_KEY)
-    if None not in (target, source) and target != source:
-        backend = " --backend <the backend it was given>" if target == PROVIDER_CLASS else ""
-        raise SparkstateError(
-            f"{head}migration to {target}: its batch {batch} pins that provider (batch {batch - 1}: {source})"
-            f"{tail}`sparkstate migrate --checkpoint {checkpoint} --to {provider_name(target)}{backend}`{sinks}")
 
 
 def _refuse_another_providers_state(logs: SparkLogs, newest: OffsetEntry, offsets: list[int], checkpoint: str,
