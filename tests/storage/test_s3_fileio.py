@@ -15,6 +15,7 @@ from sparkstate.storage import s3 as s3mod
 from sparkstate.storage.s3 import S3FileIO, S3Options
 
 from .s3_server import SECRET_KEY
+from .stub_http import FixedAnswerServer
 
 
 @pytest.fixture()
@@ -55,27 +56,11 @@ def test_verbs(io, bucket, tmp_path):
 def test_a_listing_answered_by_a_server_that_is_not_s3_is_an_error_not_an_empty_list():
     """A missing bucket lists as empty (NoSuchBucket), but a bare 404 means the endpoint is not S3 (or the
     addressing is wrong): saying "nothing there" would misreport a checkpoint as holding no state."""
-    import http.server
-    import threading
-
-    class NotS3(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotS3)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        io = S3FileIO(S3Options(endpoint=f"http://127.0.0.1:{server.server_port}", access_key="k", secret_key="s",
-                                path_style=True, max_attempts=1))
+    with FixedAnswerServer(404) as server:
+        io = S3FileIO(S3Options(endpoint=server.endpoint, access_key="k", secret_key="s", path_style=True,
+                                max_attempts=1))
         with pytest.raises(StorageError, match="answered 404.*is the endpoint an S3 service"):
             io.list_info("s3://state/demo", recursive=True)
-    finally:
-        server.shutdown()
 
 
 def test_a_missing_bucket_lists_as_empty(io):

@@ -4,7 +4,6 @@ outages shorter than a call's attempts are not silences."""
 from __future__ import annotations
 
 import dataclasses
-import http.server
 import socket
 import threading
 import time
@@ -16,6 +15,7 @@ from sparkstate.storage import silent_endpoints
 from sparkstate.storage.s3 import S3FileIO, S3Options
 
 from .flaky_proxy import FlakyProxy
+from .stub_http import FixedAnswerServer, s3_error
 
 
 class BlackHole:
@@ -141,44 +141,16 @@ def test_an_outage_shorter_than_a_call_is_ridden_out_and_not_remembered(moto_s3,
         proxy.close()
 
 
-class _Answers(http.server.BaseHTTPRequestHandler):
-    """Answers every request with the S3 error in `status`/`code` of the server it belongs to."""
-
-    def _answer(self) -> None:
-        status, code = self.server.answer  # type: ignore[attr-defined]
-        body = f"<?xml version='1.0'?><Error><Code>{code}</Code><Message>m</Message></Error>".encode()
-        self.server.requests += 1  # type: ignore[attr-defined]
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_PUT = do_HEAD = _answer
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.mark.parametrize("status, code, attempts, said", [
     (403, "SignatureDoesNotMatch", 1, "after 1 attempt)"),
     (503, "SlowDown", 3, "after 3 attempts)"),
 ])
 def test_answered_errors_say_how_many_attempts_were_made_and_are_no_silence(status, code, attempts, said):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
-    server.answer, server.requests = (status, code), 0
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        endpoint = f"http://127.0.0.1:{server.server_port}"
-        io = _io(endpoint, attempts=3)
+    with FixedAnswerServer(status, s3_error(code)) as server:
+        io = _io(server.endpoint, attempts=3)
         for _ in range(2):
             with pytest.raises(StorageError) as err:
                 io.write_bytes_atomic("s3://b/m/1.manifest", b"x")
             assert said in str(err.value) and code in str(err.value)
         assert server.requests == 2 * attempts  # the second call was sent too
-        assert silent_endpoints.silence_of(endpoint) is None
-    finally:
-        server.shutdown()
+        assert silent_endpoints.silence_of(server.endpoint) is None

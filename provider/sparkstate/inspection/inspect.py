@@ -30,7 +30,7 @@ from ..config import PREFIX, PROVIDER_CLASS, PROVIDER_CLASS_KEY
 from ..errors import CheckpointError, SparkstateError
 from ..keygroups import KEY_GROUP_BYTES, partition_of
 from ..storage import FileIO
-from .unfinished import newest_entries, unfinished_rewrite
+from .unfinished import unfinished_rewrite
 
 SCAN_ROWS = 65536
 SCAN_BYTES = 16 << 20
@@ -180,7 +180,7 @@ def inspect_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO, st
         raise SparkstateError(f"--batch {batch} was never committed: the commit log ends at batch {last}")
     version = (batch + 1) if batch is not None else (last + 1 if last is not None else None)
     report = InspectReport(checkpoint, state_root, provider, last, num_partitions, version)
-    unfinished = unfinished_rewrite(newest_entries(logs, offsets), offsets, commits, checkpoint)
+    unfinished = unfinished_rewrite(logs, offsets, commits, checkpoint)
     if unfinished:
         report.notes.append(unfinished)
     report.schemas = _schemas(fileio, checkpoint)

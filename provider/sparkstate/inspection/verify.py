@@ -148,7 +148,7 @@ def verify_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO,
     else:
         note = None if commits else "no commit log entries: the newest manifest of each store is taken as committed"
     entries = _readable_entries(logs, offsets)
-    unfinished = unfinished_rewrite(entries, offsets, commits, checkpoint)
+    unfinished = unfinished_rewrite(logs, offsets, commits, checkpoint)
     if unfinished:
         raise SparkstateError(unfinished)
     if offsets and offsets[-1] in entries:
