@@ -70,6 +70,20 @@ class MigrationError(SparkstateError):
     """A migration between state store providers was refused or failed; the message says why and what to do."""
 
 
+class AlreadyDoneError(SparkstateError):
+    """A rescale or migration asked for what the last committed batch already has (its partition count, its
+    provider): there is nothing to rewrite. The commands report it and succeed, so that running one again
+    after it finished is harmless."""
+
+
+class AlreadyRescaledError(RescaleError, AlreadyDoneError):
+    """The state already has the partition count a rescale asks for."""
+
+
+class AlreadyMigratedError(MigrationError, AlreadyDoneError):
+    """The query already runs on the provider (and partition count) a migration asks for."""
+
+
 class LocalDiskError(StorageError):
     """A local file system refused a write (full, read-only, no permission); names the path."""
 

@@ -99,6 +99,28 @@ def test_migrate_repairs_a_file_sink_log_without_starting_spark(tmp_path, capsys
     assert "--to is required (or --repair-file-sink)" in capsys.readouterr().err
 
 
+def test_a_rewrite_with_nothing_to_do_succeeds_and_still_completes_its_file_sinks(tmp_path, capsys):
+    """A rescale run again after it finished, this time with --file-sink: no rewrite, exit 0, and the sink
+    gets the rescale's batch the first run (without --file-sink) did not give it."""
+    import io
+
+    from sparkstate.cli.console import Output
+    from sparkstate.cli.rescale import already_done
+    from sparkstate.errors import AlreadyRescaledError
+
+    from ..rescale.test_file_sink import _checkpoint, _sink
+    ckpt = _checkpoint(tmp_path, [4, 4, 6, 6], committed=3)  # batch 2 rescaled to 6
+    sink = _sink(tmp_path, ["0", "1", "3"])
+    done = AlreadyRescaledError(f"the state of {ckpt} already has 6 partitions")
+    stdout = io.StringIO()
+    assert already_done("rescale", ckpt, done, [sink], [], Output(json_mode=True, stdout=stdout)) == 0
+    assert json.loads(stdout.getvalue()) == {"nothing_to_do": str(done), "file_sinks": {sink: [2]}}
+    assert (tmp_path / "out" / "_spark_metadata" / "2").read_text() == "v1"
+    assert already_done("rescale", ckpt, done, [sink], [], Output()) == 0
+    assert capsys.readouterr().out.splitlines() == [f"nothing to do: {done}", f"{sink}: nothing to repair "
+                                                    "(its log has every rescale and migration batch)"]
+
+
 @pytest.fixture
 def checkpoint(tmp_path) -> str:
     ckpt = str(tmp_path / "ckpt")

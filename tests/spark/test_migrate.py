@@ -2,8 +2,12 @@
 unchanged and finishes on the other, with the result of the batch computation; refusals say why."""
 from __future__ import annotations
 
+import json
 import os
 import random
+import socket
+import subprocess
+import sys
 
 import pytest
 from conftest import BUILTIN_PROVIDERS, selected_provider
@@ -91,6 +95,11 @@ def test_refusals_change_nothing(spark, tmp_path):
     _run_on(case, "hdfs")
     with pytest.raises(MigrationError, match="already runs on hdfs"):
         sparkstate.migrate(spark, case.checkpoint, "hdfs")
+    cli = subprocess.run([sys.executable, "-m", "sparkstate.cli", "migrate", "--checkpoint", case.checkpoint,
+                          "--to", "hdfs", "--master", "local[1]", "--json"], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    assert cli.returncode == 0, cli.stderr[-3000:]  # the command asked for what is already so: it succeeds
+    assert "already runs on hdfs" in json.loads(cli.stdout)["nothing_to_do"]
     before = sorted(os.listdir(os.path.join(case.checkpoint, "offsets")))
     with open(os.path.join(case.checkpoint, "commits", "0")) as f:
         committed = f.read()
@@ -324,9 +333,6 @@ def test_file_sink_log_gets_the_migration_batch(spark, tmp_path, how):
 
 
 def test_the_command_line_refuses_before_starting_spark(tmp_path):
-    import subprocess
-    import sys
-
     checkpoint = str(tmp_path / "missing")
     proc = subprocess.run([sys.executable, "-m", "sparkstate.cli", "migrate", "--checkpoint", checkpoint,
                            "--to", "hdfs", "--backend", "heap"], capture_output=True, text=True, timeout=60)
@@ -389,9 +395,6 @@ def test_migrate_and_rescale_in_one_run_both_ways(spark, tmp_path, monkeypatch):
 
 
 def test_refused_while_the_query_runs_or_another_tool_holds_the_checkpoint(spark, tmp_path):
-    import json
-    import socket
-
     case = AggregationCase(spark, tmp_path, seed=75, n_files=2)
     case.source.add_all(case.files[:1])
     with session_conf(spark, {PROVIDER_CLASS_CONF: BUILTIN_PROVIDERS["hdfs"]}):

@@ -232,6 +232,10 @@ def test_session_window_4_to_7_with_the_cli(spark, tmp_path, variant):
     assert cli.returncode == 0, cli.stderr[-3000:]
     summary = json.loads(cli.stdout)  # --json: stdout is the summary alone
     assert (summary["old_partitions"], summary["new_partitions"]) == (4, 7) and summary["rows"] > 0, summary
+    again = subprocess.run(cli.args, capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    assert again.returncode == 0, again.stderr[-3000:]  # a finished rescale run again is harmless
+    assert "already has 7 partitions" in json.loads(again.stdout)["nothing_to_do"]
     case.source.add_all(files[3:])
     run()
     assert pinned_partitions(case.checkpoint) == 7

@@ -39,8 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from ..errors import SparkstateError
-    from .rescale import check_before_spark, repair_sink, start_spark
+    from ..errors import AlreadyDoneError, SparkstateError
+    from .rescale import already_done, check_before_spark, repair_sink, start_spark
 
     if args.repair_file_sink:
         return repair_sink("migrate", args.checkpoint, args.repair_file_sink, args.conf, out)
@@ -71,6 +71,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
             else:
                 summary = migrate_and_rescale(spark, args.checkpoint, args.to, args.partitions,
                                               step=lambda name: steps.update(name=name), **options)
+    except AlreadyDoneError as e:
+        return already_done("migrate", args.checkpoint, e, args.file_sink, args.conf, out)
     except SparkstateError as e:
         out.error("migrate", f"refused/failed: {e}")
         return EXIT_PROBLEM

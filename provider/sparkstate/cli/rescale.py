@@ -51,7 +51,7 @@ def check_before_spark(checkpoint: str, conf: list[str]) -> None:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from ..errors import SparkstateError
+    from ..errors import AlreadyDoneError, SparkstateError
 
     if args.repair_file_sink:
         return repair_sink("rescale", args.checkpoint, args.repair_file_sink, args.conf, out)
@@ -76,6 +76,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
                            f"new partitions, {p.rows_moved} entries moved, {p.phase}")
             summary = rescale(spark, args.checkpoint, args.partitions, conf=extra, progress=progress,
                               file_sinks=args.file_sink)
+    except AlreadyDoneError as e:
+        return already_done("rescale", args.checkpoint, e, args.file_sink, args.conf, out)
     except SparkstateError as e:
         out.error("rescale", f"refused/failed: {e}")
         return EXIT_PROBLEM
@@ -110,20 +112,44 @@ def start_spark(app_name: str, master: str | None, conf: list[str], with_sparkst
     return spark, extra
 
 
+def already_done(command: str, checkpoint: str, error: Exception, sinks: list[str], conf: list[str],
+                 out: Output) -> int:
+    """A rescale or migration whose checkpoint already is as asked: succeed, so that running the command again
+    after it finished is harmless, and give each --file-sink the batches it may still miss (a first run
+    without --file-sink)."""
+    from ..errors import SparkstateError
+
+    out.line(f"nothing to do: {error}")
+    try:
+        added = {sink: _repair(checkpoint, sink, conf, out) for sink in sinks}
+    except SparkstateError as e:
+        out.error(command, f"refused/failed: {e}")
+        return EXIT_PROBLEM
+    out.document({"nothing_to_do": str(error), "file_sinks": added})
+    return EXIT_OK
+
+
 def repair_sink(command: str, checkpoint: str, sink: str, conf: list[str], out: Output) -> int:
     """`--repair-file-sink` of `command` (rescale or migrate): the same repair for either."""
     from ..errors import SparkstateError
+
+    try:
+        added = _repair(checkpoint, sink, conf, out)
+    except SparkstateError as e:
+        out.error(command, f"refused/failed: {e}")
+        return EXIT_PROBLEM
+    out.document({"sink": sink, "added": added})
+    return EXIT_OK
+
+
+def _repair(checkpoint: str, sink: str, conf: list[str], out: Output) -> list[int]:
+    """Add the rescale and migration batches missing from the file sink log at `sink`; says what it added."""
     from ..rescaling.file_sink import COMPACT_INTERVAL_KEY, compact_interval_setting, repair_file_sink
     from ..rescaling.plan import normalize_checkpoint
 
     given = dict(item.partition("=")[::2] for item in conf)
-    try:
-        interval = compact_interval_setting(given.get(COMPACT_INTERVAL_KEY))
-        added = repair_file_sink(normalize_checkpoint(checkpoint), sink, interval)
-    except SparkstateError as e:
-        out.error(command, f"refused/failed: {e}")
-        return EXIT_PROBLEM
+    interval = compact_interval_setting(given.get(COMPACT_INTERVAL_KEY))
+    added = repair_file_sink(normalize_checkpoint(checkpoint), sink, interval)
     out.line(f"{sink}: added the empty entries of rescale and migration batches {added}" if added
              else f"{sink}: nothing to repair (its log has every rescale and migration batch)")
-    out.document({"sink": sink, "added": added})
-    return EXIT_OK
+    return added

@@ -26,7 +26,7 @@ from ..checkpoint.spark_logs import (
     read_operator_metadata,
 )
 from ..config import PREFIX, PROVIDER_CLASS
-from ..errors import CheckpointError, MigrationError
+from ..errors import AlreadyMigratedError, CheckpointError, MigrationError
 from ..storage import FileIO, join_path
 
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -113,7 +113,7 @@ def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO) -> Mi
     entry = logs.read_offset(last)
     source = pinned_provider(entry)
     if source == target:
-        raise MigrationError(f"the query of {checkpoint} already runs on {provider_name(source)} ({source})")
+        raise AlreadyMigratedError(f"the query of {checkpoint} already runs on {provider_name(source)} ({source})")
     if source not in PROVIDERS.values():
         raise MigrationError(f"the query runs on provider {source}; sparkstate migrates between "
                              f"{', '.join(PROVIDERS)} only")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..config import PROVIDER_CLASS
-from ..errors import MigrationError
+from ..errors import AlreadyMigratedError, MigrationError
 from ..rescaling.plan import normalize_checkpoint
 from ..rescaling.runner import RescaleSummary, rescale
 from ..storage import fileio_for
@@ -44,7 +44,7 @@ def migrate_and_rescale(spark: Any, checkpoint: str, to: str, partitions: int, *
     provider, count = _committed(checkpoint)
     target = PROVIDERS[to]
     if provider == target and count == partitions:
-        raise MigrationError(f"the query of {checkpoint} already runs on {to} with {partitions} partitions")
+        raise AlreadyMigratedError(f"the query of {checkpoint} already runs on {to} with {partitions} partitions")
     if PROVIDER_CLASS not in (provider, target):
         raise MigrationError(f"--partitions needs sparkstate on one side (only its state carries key groups); "
                              f"{provider_name(provider)} -> {to} can be migrated without it, then rescaled by "

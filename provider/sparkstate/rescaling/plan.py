@@ -23,7 +23,7 @@ from ..checkpoint.spark_logs import (
     read_operator_metadata,
 )
 from ..config import PREFIX, PROVIDER_CLASS, Settings
-from ..errors import CheckpointError, RescaleError
+from ..errors import AlreadyRescaledError, CheckpointError, RescaleError
 from ..storage import FileIO, fileio_for, join_path
 from ..storage.local import local_path_or_none
 
@@ -194,7 +194,7 @@ def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, st
     if old is None:
         raise RescaleError(f"offset log entry {last_commit} does not pin the partition count")
     if old == num_partitions and not resume:
-        raise RescaleError(f"the state of {checkpoint} already has {num_partitions} partitions")
+        raise AlreadyRescaledError(f"the state of {checkpoint} already has {num_partitions} partitions")
     if resume:
         # The interrupted run already wrote offsets/<N+1>; the source layout is that of batch N.
         entry = logs.read_offset(last_commit)
