@@ -180,6 +180,10 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "(docs/benchmarks.md has the measurements).", "an integer >= 1"),
     Declaration("rocksdb.bloomFilterBitsPerKey", "rocksdb_bloom_bits", 10, _int_at_least(0),
                 "Bits per key of the RocksDB bloom filter (0 turns it off).", "an integer >= 0"),
+    Declaration("rocksdb.blockSizeKB", "rocksdb_block_size_kb", 4, _int_at_least(1),
+                "Size of the data blocks of RocksDB SST files, in KiB (as Spark's RocksDB provider's "
+                "blockSizeKB). A get that misses the block cache reads and decompresses one block: smaller "
+                "blocks make that cheaper, for a larger index and less compression.", "an integer >= 1"),
     Declaration("rocksdb.compression", "rocksdb_compression", "lz4", _choice(*COMPRESSIONS),
                 "Compression of RocksDB SST files.", ", ".join(COMPRESSIONS)),
     Declaration("rocksdb.mmapReads", "rocksdb_mmap_reads", False, _bool,
@@ -274,6 +278,7 @@ class Settings:
     rocksdb_target_file_mb: int = 8
     rocksdb_level_base_mb: int = 16
     rocksdb_bloom_bits: int = 10
+    rocksdb_block_size_kb: int = 4
     rocksdb_compression: str = "lz4"
     rocksdb_mmap_reads: bool = False
     rocksdb_change_log: bool = False

@@ -43,10 +43,10 @@ def _live_options(local: str) -> dict[str, str]:
         return dict(line.strip().split("=", 1) for line in f if "=" in line)
 
 
-def test_sst_file_and_level_sizes_reach_rocksdb(tmp_path):
-    for name, settings, expected in [("defaults", {}, (8 << 20, 16 << 20)),
-                                     ("set", {"rocksdb_target_file_mb": 3, "rocksdb_level_base_mb": 5},
-                                      (3 << 20, 5 << 20))]:
+def test_sst_file_level_and_block_sizes_reach_rocksdb(tmp_path):
+    for name, settings, expected in [("defaults", {}, (8 << 20, 16 << 20, 4 << 10)),
+                                     ("set", {"rocksdb_target_file_mb": 3, "rocksdb_level_base_mb": 5,
+                                              "rocksdb_block_size_kb": 1}, (3 << 20, 5 << 20, 1 << 10))]:
         local = str(tmp_path / name / "local")
         store = Store(make_spec("file:" + str(tmp_path / name / "ckpt"), backend="rocksdb", **settings), local)
         try:
@@ -56,7 +56,8 @@ def test_sst_file_and_level_sizes_reach_rocksdb(tmp_path):
             options = _live_options(local)
         finally:
             store.close()
-        assert (int(options["target_file_size_base"]), int(options["max_bytes_for_level_base"])) == expected
+        assert (int(options["target_file_size_base"]), int(options["max_bytes_for_level_base"]),
+                int(options["block_size"])) == expected
 
 
 def test_mapped_reads_reach_rocksdb_and_the_mapped_files_count_as_memory(tmp_path):

@@ -40,6 +40,7 @@ def make_options(settings: Settings, block_cache: rocksdict.Cache | None) -> roc
     # Uncompressed blocks of a mapped file are read in place: no pread, copy or block cache insert per miss.
     opt.set_allow_mmap_reads(settings.rocksdb_mmap_reads)
     table = rocksdict.BlockBasedOptions()
+    table.set_block_size(settings.rocksdb_block_size_kb << 10)
     if settings.rocksdb_bloom_bits > 0:
         table.set_bloom_filter(settings.rocksdb_bloom_bits, False)
     if block_cache is not None:
