@@ -45,13 +45,13 @@ def _choice(*options: str) -> Callable[[str], str]:
     return parse
 
 
-def _int_at_least(low: int) -> Callable[[str], int]:
+def _int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
     def parse(raw: str) -> int:
         value = int(raw.strip())
-        if value < low:
+        if value < low or (high is not None and value > high):
             raise ValueError
         return value
-    parse.minimum = low  # type: ignore[attr-defined]  # for declarations_json
+    parse.minimum = low  # type: ignore[attr-defined]  # for declarations_json (the JVM reads no bounded one)
     return parse
 
 
@@ -105,6 +105,7 @@ def _bool(raw: str) -> bool:
 BACKENDS = ("rocksdb", "heap")
 TRANSPORTS = ("shm", "socket", "py4j", "embedded")
 COMPRESSIONS = ("lz4", "zstd", "snappy", "none")
+MAX_BLOCK_SIZE_KB = 4 * 1024 * 1024 - 1  # RocksDB refuses blocks of 4 GiB or more
 HEAP_COMPRESSIONS = ("lz4", "zstd", "none")
 HEAP_LAYOUTS = ("packed", "dict")
 
@@ -180,10 +181,11 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "(docs/benchmarks.md has the measurements).", "an integer >= 1"),
     Declaration("rocksdb.bloomFilterBitsPerKey", "rocksdb_bloom_bits", 10, _int_at_least(0),
                 "Bits per key of the RocksDB bloom filter (0 turns it off).", "an integer >= 0"),
-    Declaration("rocksdb.blockSizeKB", "rocksdb_block_size_kb", 4, _int_at_least(1),
+    Declaration("rocksdb.blockSizeKB", "rocksdb_block_size_kb", 4, _int_at_least(1, MAX_BLOCK_SIZE_KB),
                 "Size of the data blocks of RocksDB SST files, in KiB (as Spark's RocksDB provider's "
                 "blockSizeKB). A get that misses the block cache reads and decompresses one block: smaller "
-                "blocks make that cheaper, for a larger index and less compression.", "an integer >= 1"),
+                "blocks make that cheaper, for a larger index and less compression.",
+                f"an integer from 1 to {MAX_BLOCK_SIZE_KB}"),
     Declaration("rocksdb.compression", "rocksdb_compression", "lz4", _choice(*COMPRESSIONS),
                 "Compression of RocksDB SST files.", ", ".join(COMPRESSIONS)),
     Declaration("rocksdb.mmapReads", "rocksdb_mmap_reads", False, _bool,
