@@ -45,10 +45,10 @@ def _choice(*options: str) -> Callable[[str], str]:
     return parse
 
 
-def _int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+def _int_at_least(low: int, at_most: int | None = None) -> Callable[[str], int]:
     def parse(raw: str) -> int:
         value = int(raw.strip())
-        if value < low or (high is not None and value > high):
+        if value < low or (at_most is not None and value > at_most):
             raise ValueError
         return value
     parse.minimum = low  # type: ignore[attr-defined]  # for declarations_json (the JVM reads no bounded one)
@@ -181,7 +181,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "(docs/benchmarks.md has the measurements).", "an integer >= 1"),
     Declaration("rocksdb.bloomFilterBitsPerKey", "rocksdb_bloom_bits", 10, _int_at_least(0),
                 "Bits per key of the RocksDB bloom filter (0 turns it off).", "an integer >= 0"),
-    Declaration("rocksdb.blockSizeKB", "rocksdb_block_size_kb", 4, _int_at_least(1, MAX_BLOCK_SIZE_KB),
+    Declaration("rocksdb.blockSizeKB", "rocksdb_block_size_kb", 4, _int_at_least(1, at_most=MAX_BLOCK_SIZE_KB),
                 "Size of the data blocks of RocksDB SST files, in KiB (as Spark's RocksDB provider's "
                 "blockSizeKB). A get that misses the block cache reads and decompresses one block: smaller "
                 "blocks make that cheaper, for a larger index and less compression.",
