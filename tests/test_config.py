@@ -60,6 +60,7 @@ def test_a_local_dir_must_be_an_absolute_local_path(value, reason):
 @pytest.mark.parametrize("key,value", [("backend", "cassandra"), ("transport", "carrier-pigeon"),
                                        ("rocksdb.writeBufferSizeMB", "0"), ("workerStartTimeoutMs", "soon"),
                                        ("rocksdb.blockSizeKB", str(4 << 20)),
+                                       ("rocksdb.maxBytesForLevelBaseMB", "100000000000000"),
                                        ("heap.layout", "btree")])
 def test_invalid_value_names_key_and_valid_values(key, value):
     with pytest.raises(ConfigError) as err:

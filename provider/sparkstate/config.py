@@ -106,6 +106,7 @@ BACKENDS = ("rocksdb", "heap")
 TRANSPORTS = ("shm", "socket", "py4j", "embedded")
 COMPRESSIONS = ("lz4", "zstd", "snappy", "none")
 MAX_BLOCK_SIZE_KB = 4 * 1024 * 1024 - 1  # RocksDB refuses blocks of 4 GiB or more
+MAX_SIZE_MB = 1 << 20  # 1 TiB: a RocksDB size beyond it is a slip of the keyboard, not a memory or disk size
 HEAP_COMPRESSIONS = ("lz4", "zstd", "none")
 HEAP_LAYOUTS = ("packed", "dict")
 
@@ -160,25 +161,25 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "user's, where <base> is the application's first scratch directory from the cluster manager "
                 "(YARN's LOCAL_DIRS, a standalone worker's SPARK_EXECUTOR_DIRS, SPARK_LOCAL_DIRS), which it "
                 "removes with the application, else the system temp directory.", "an absolute local path"),
-    Declaration("rocksdb.blockCacheSizeMB", "rocksdb_block_cache_mb", 64, _int_at_least(0),
+    Declaration("rocksdb.blockCacheSizeMB", "rocksdb_block_cache_mb", 64, _int_at_least(0, at_most=MAX_SIZE_MB),
                 "RocksDB block cache of a worker process, in MiB, shared by every RocksDB store the worker "
                 "holds (0 turns it off). RocksDB keeps the blocks of deleted files until they are evicted, "
                 "so each cache fills to its size in a long run; one per worker bounds that memory whatever "
                 "the number of stores, and lets a large store use the room small ones leave. A worker "
                 "serves one task slot at a time, so an executor holds up to spark.sql.streaming."
-                "stateStore.sparkstate.maxWorkers of them.", "an integer >= 0"),
-    Declaration("rocksdb.writeBufferSizeMB", "rocksdb_write_buffer_mb", 64, _int_at_least(1),
-                "RocksDB memtable size per store, in MiB.", "an integer >= 1"),
-    Declaration("rocksdb.targetFileSizeMB", "rocksdb_target_file_mb", 8, _int_at_least(1),
+                "stateStore.sparkstate.maxWorkers of them.", f"an integer from 0 to {MAX_SIZE_MB}"),
+    Declaration("rocksdb.writeBufferSizeMB", "rocksdb_write_buffer_mb", 64, _int_at_least(1, at_most=MAX_SIZE_MB),
+                "RocksDB memtable size per store, in MiB.", f"an integer from 1 to {MAX_SIZE_MB}"),
+    Declaration("rocksdb.targetFileSizeMB", "rocksdb_target_file_mb", 8, _int_at_least(1, at_most=MAX_SIZE_MB),
                 "Size of the SST files RocksDB's compactions write, in MiB (RocksDB's own default is 64). A "
                 "compaction rewrites whole files, and every file it writes is uploaded at the next commit.",
-                "an integer >= 1"),
-    Declaration("rocksdb.maxBytesForLevelBaseMB", "rocksdb_level_base_mb", 16, _int_at_least(1),
+                f"an integer from 1 to {MAX_SIZE_MB}"),
+    Declaration("rocksdb.maxBytesForLevelBaseMB", "rocksdb_level_base_mb", 16, _int_at_least(1, at_most=MAX_SIZE_MB),
                 "Size of RocksDB's first level below level 0, in MiB (RocksDB's own default is 256); each "
                 "level below is 10 times larger. Level-0 files are merged into this level, so it bounds "
                 "what that merge rewrites. A commit's flush is a level-0 file of a few MiB, so the level is "
                 "sized like level 0 at its compaction trigger, as RocksDB's tuning guide advises "
-                "(docs/benchmarks.md has the measurements).", "an integer >= 1"),
+                "(docs/benchmarks.md has the measurements).", f"an integer from 1 to {MAX_SIZE_MB}"),
     Declaration("rocksdb.bloomFilterBitsPerKey", "rocksdb_bloom_bits", 10, _int_at_least(0),
                 "Bits per key of the RocksDB bloom filter (0 turns it off).", "an integer >= 0"),
     Declaration("rocksdb.blockSizeKB", "rocksdb_block_size_kb", 4, _int_at_least(1, at_most=MAX_BLOCK_SIZE_KB),
