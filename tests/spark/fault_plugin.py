@@ -10,12 +10,13 @@ module is imported long after start-up):
      "when": "version >= 2 and partition == 1",       # Python expression over self, args, version,
                                                       #   partition (optional; default: always)
      "stage": "before" | "after",                     # around the original call (default before)
-     "action": "sigstop" | "sleep" | "kill_group" | "abort" | "raise" | "note",
+     "action": "sigstop" | "sleep" | "sigkill" | "kill_group" | "abort" | "raise" | "note",
      "seconds": 3.0,                                  # for sleep
      "times": 1,                                      # fire at most this often over all processes
      "marker": "/dir/prefix"}                         # marker files that count firings (with times)
 
-`kill_group` SIGKILLs this process's process group: the whole local-mode driver (python, its JVM and
+`sigkill` SIGKILLs this worker alone, as the kernel's out-of-memory killer does. `kill_group` SIGKILLs this
+process's process group: the whole local-mode driver (python, its JVM and
 every worker) dies at once, as in a crash. Each firing appends a line to `<marker>.log` (pid, target,
 version) so a test can see what happened; `note` only does that.
 """
@@ -88,6 +89,8 @@ def _fire(rule: dict[str, Any], self: Any, args: tuple) -> None:
         os.kill(os.getpid(), signal.SIGSTOP)
     elif action == "sleep":
         time.sleep(float(rule.get("seconds", 1.0)))
+    elif action == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
     elif action == "kill_group":
         os.killpg(os.getpgid(0), signal.SIGKILL)
     elif action == "abort":

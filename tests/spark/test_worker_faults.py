@@ -104,6 +104,22 @@ def test_stuck_worker_error_names_the_call_the_store_and_where_it_hung(spark, tm
     assert "in flight for" in message, message[:3000]
     assert "in _fire" in message and "control.py" in message, \
         f"no stack of the hung thread in the error: {message[:3000]}"
+    assert "out-of-memory" not in message, "sparkstate's own kill of a hung worker read as the kernel's"
+
+
+def test_a_worker_killed_from_outside_points_at_memory(spark, tmp_path):
+    """A worker SIGKILLed by something else than sparkstate, on every attempt, as the kernel's out-of-memory
+    killer does: the query's error names the signal and says what to change."""
+    source = InputDir(spark, str(tmp_path / "in"), EVENT_SCHEMA)
+    source.add_all(random_events(seed=33, n_files=1, per_file=40, n_keys=10))
+    rule = {"target": "sparkstate.engine.store:Store.commit", "when": "partition == 0", "action": "sigkill"}
+    with session_conf(spark, {PREFIX + "pythonExec": fault_python(str(tmp_path), [rule])}):
+        agg = source.stream().groupBy("k").count()
+        with pytest.raises(Exception) as failure:
+            run_available_now(agg.writeStream.outputMode("update").format("noop"), str(tmp_path / "ckpt"))
+    message = str(failure.value)
+    assert "killed by signal 9, SIGKILL" in message, message[:3000]
+    assert "out-of-memory killer" in message and "spark.executor.memoryOverhead" in message, message[:3000]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

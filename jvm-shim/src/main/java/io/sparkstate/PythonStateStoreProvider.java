@@ -505,7 +505,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
       return msg.startsWith("sparkstate store [") ? e
           : new WorkerFailedException(named + msg, e);
     }
-    boolean transport = e instanceof py4j.Py4JNetworkException
+    boolean transport = brokenControlConnection(e)
         || (e instanceof DataChannelException && ((DataChannelException) e).isTransportFailure());
     if (worker != null && (transport || !worker.isAlive())) {
       return worker.failure(action + " " + describe(version), e);
@@ -520,6 +520,16 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
       return new PythonStoreException(named + e.getMessage(), e);
     }
     return e;
+  }
+
+  /** A py4j call that failed on its connection (py4j wraps the network error in a plain Py4JException). */
+  static boolean brokenControlConnection(Throwable e) {
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      if (t instanceof py4j.Py4JNetworkException) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**

@@ -54,6 +54,8 @@ final class WorkerProcess extends Worker {
   private static final long STACK_DUMP_WAIT_MS = 500;
 
   private final Process process;
+  /** Set before the watchdog's SIGKILL, so that kill is not read as the out-of-memory killer's. */
+  private volatile boolean killedAsHung;
   private final GatewayServer gateway;
   private final Path dir;
   private final WorkerControl control;
@@ -120,7 +122,8 @@ final class WorkerProcess extends Worker {
       WorkerHandshake.Registration reg = awaitRegistration(handshake, process, python, dir,
           settings.workerStartTimeoutMs);
       WorkerProcess worker = new WorkerProcess(id, settings, process, gateway, dir, reg, heartbeat);
-      process.onExit().thenRun(() -> worker.markDead("process exited with code " + worker.exitCodeText()));
+      process.onExit().thenRun(() -> worker.markDead("process exited with "
+          + ExitStatus.describe(worker.process.exitValue())));
       worker.logHello();
       return worker;
     } catch (RuntimeException e) {
@@ -319,6 +322,7 @@ final class WorkerProcess extends Worker {
     deathStderrTail = exceptionTail(dir);
     LOG.warn("sparkstate worker {} (pid {}) is {}. Its stderr, with the Python stack of every thread ({}):\n{}",
         id, pid, reason, dir.resolve("stderr.log"), stderrTail(dir, LOG_TAIL_LINES, Integer.MAX_VALUE));
+    killedAsHung = true;
     process.destroyForcibly(); // SIGKILL also ends a stopped process
     kill();
   }
@@ -378,21 +382,25 @@ final class WorkerProcess extends Worker {
    */
   @Override
   WorkerFailedException failure(String action, Throwable cause) {
-    if (cause != null && deathReason == null) {
-      markDead("cannot " + action + ": " + cause);
-    }
-    if (!process.isAlive()) {
+    if (cause != null && process.isAlive()) {
+      // A broken connection is most often the process ending: a moment's wait lets the message say how.
       try {
         process.waitFor(2, TimeUnit.SECONDS);
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
     }
+    if (!process.isAlive()) {
+      markDead("process exited with " + ExitStatus.describe(process.exitValue()));
+    } else if (cause != null) {
+      markDead("cannot " + action + ": " + cause);
+    }
     String tail = deathStderrTail != null ? deathStderrTail : exceptionTail(dir);
+    String advice = process.isAlive() || killedAsHung ? "" : ExitStatus.advice(process.exitValue());
     return new WorkerFailedException("sparkstate worker " + id + " (pid " + pid + ", interpreter '" + pythonExec
         + "', exit code " + exitCodeText() + ") failed: cannot " + action + " (" + deathReason + ")"
-        + (cause != null ? ": " + cause.getMessage() : "") + ". Worker stderr (" + dir.resolve("stderr.log")
-        + "):\n" + tail, cause);
+        + (cause != null ? ": " + cause.getMessage() : "") + ". " + (advice.isEmpty() ? "" : advice + " ")
+        + "Worker stderr (" + dir.resolve("stderr.log") + "):\n" + tail, cause);
   }
 
   private String exitCodeText() {
