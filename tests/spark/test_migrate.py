@@ -36,7 +36,7 @@ from test_operators import (
 
 import sparkstate
 from sparkstate.checkpoint.spark_logs import PROVIDER_CLASS_CONF, SparkLogs
-from sparkstate.errors import MigrationError, SparkstateError
+from sparkstate.errors import AlreadyMigratedError, MigrationError, SparkstateError
 from sparkstate.inspection import verify_checkpoint
 from sparkstate.storage import fileio_for
 
@@ -381,6 +381,12 @@ def test_migrate_and_rescale_in_one_run_both_ways(spark, tmp_path, monkeypatch):
     _run_on(case, "hdfs", "heap")
     assert _pinned_provider(case.checkpoint) == sparkstate.PROVIDER_CLASS
     assert len(case.store_dirs()) == 5
+    with pytest.raises(AlreadyMigratedError, match="already runs on sparkstate"):
+        sparkstate.migrate(spark, case.checkpoint, "sparkstate", backend="heap")
+    for partitions in (None, 3):  # another backend is refused, not passed over (nor rescaled without it)
+        with pytest.raises(MigrationError, match="with the heap backend.*--to rocksdb`, then .*--backend rocksdb"):
+            sparkstate.migrate(spark, case.checkpoint, "sparkstate", backend="rocksdb", partitions=partitions)
+    assert len(case.store_dirs()) == 5 and _pinned_provider(case.checkpoint) == sparkstate.PROVIDER_CLASS
 
     summary = sparkstate.migrate(spark, case.checkpoint, "rocksdb", partitions=2)
     assert summary.rescale.new_partitions == 2

@@ -113,6 +113,8 @@ def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO) -> Mi
     entry = logs.read_offset(last)
     source = pinned_provider(entry)
     if source == target:
+        if target == PROVIDER_CLASS:
+            refuse_backend_switch(fio, checkpoint, last, backend)
         raise AlreadyMigratedError(f"the query of {checkpoint} already runs on {provider_name(source)} ({source})")
     if source not in PROVIDERS.values():
         raise MigrationError(f"the query runs on provider {source}; sparkstate migrates between "
@@ -187,6 +189,22 @@ def _lists(fio: FileIO, directory: str) -> bool:
         return bool(fio.list(directory))
     except (FileNotFoundError, NotADirectoryError):
         return False
+
+
+def refuse_backend_switch(fio: FileIO, checkpoint: str, last_committed: int, backend: str | None) -> None:
+    """A query on sparkstate asked to move to sparkstate with `backend`: a checkpoint keeps the backend it was
+    created with, so another one is refused with the two runs that switch it, not passed over."""
+    stores = _stores(fio, checkpoint) if backend is not None else []
+    if not stores:
+        return
+    current = _our_backend(fio, checkpoint, stores[0], last_committed + 1)
+    if current != backend:
+        raise MigrationError(
+            f"the query of {checkpoint} runs on sparkstate with the {current} backend, and a checkpoint keeps the "
+            "backend it was created with: migrate does not switch it in place. Switch it in two runs, through "
+            f"Spark's RocksDB provider: `sparkstate migrate --checkpoint {checkpoint} --to rocksdb`, then "
+            f"`sparkstate migrate --checkpoint {checkpoint} --to sparkstate --backend {backend}` (each with "
+            "--file-sink for a file sink)")
 
 
 def _our_backend(fio: FileIO, checkpoint: str, store: StoreToCopy, version: int) -> str:

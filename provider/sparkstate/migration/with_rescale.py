@@ -16,7 +16,7 @@ from ..errors import AlreadyMigratedError, MigrationError
 from ..rescaling.plan import normalize_checkpoint
 from ..rescaling.runner import RescaleSummary, rescale
 from ..storage import fileio_for
-from .plan import PROVIDERS, committed_logs, pinned_provider, provider_name
+from .plan import PROVIDERS, committed_logs, pinned_provider, provider_name, refuse_backend_switch
 from .runner import MigrationSummary, ProgressFn, migrate
 
 StepFn = Callable[[str], None]
@@ -43,6 +43,9 @@ def migrate_and_rescale(spark: Any, checkpoint: str, to: str, partitions: int, *
     checkpoint = normalize_checkpoint(checkpoint)
     provider, count = _committed(checkpoint)
     target = PROVIDERS[to]
+    if provider == target == PROVIDER_CLASS:
+        fio = fileio_for(checkpoint)
+        refuse_backend_switch(fio, checkpoint, committed_logs(fio, checkpoint)[2][-1], backend)
     if provider == target and count == partitions:
         raise AlreadyMigratedError(f"the query of {checkpoint} already runs on {to} with {partitions} partitions")
     if PROVIDER_CLASS not in (provider, target):
