@@ -35,6 +35,7 @@ if not __package__:  # run as a script from a checkout
 
     ensure_sparkstate_jobs()
 
+from sparkstate.checkpoint.file_manager import parse_manifest_name  # noqa: E402
 from sparkstate.checkpoint.manifest import Manifest  # noqa: E402
 from sparkstate.config import PREFIX, Settings  # noqa: E402
 from sparkstate.checkpoint.spark_logs import SparkLogs  # noqa: E402
@@ -117,13 +118,17 @@ def check_run_file(workdir: str, args: argparse.Namespace) -> None:
 
 
 def checkpoint_backend(checkpoint: str) -> str | None:
-    """The sparkstate backend that wrote the checkpoint's state (a store's manifest says), or None: a new
-    checkpoint, another provider's, or state kept elsewhere (`stateLocation`)."""
+    """The sparkstate backend that wrote the checkpoint's newest state version (its manifest says; older
+    versions may be another backend's, from before a `sparkstate migrate` through another provider), or
+    None: a new checkpoint, another provider's, or state kept elsewhere (`stateLocation`)."""
     pattern = os.path.join(checkpoint, "state", "*", "*", "**", "sparkstate", "manifests", "*.manifest")
-    for path in sorted(glob.glob(pattern, recursive=True)):
-        with open(path, "rb") as fh:
-            return Manifest.from_bytes(fh.read(), path).backend
-    return None
+    versions = {path: parsed[0] for path in glob.glob(pattern, recursive=True)
+                if (parsed := parse_manifest_name(os.path.basename(path)))}
+    if not versions:
+        return None
+    newest = max(versions, key=versions.get)
+    with open(newest, "rb") as fh:
+        return Manifest.from_bytes(fh.read(), newest).backend
 
 
 def resolve_backend(checkpoint: str, args: argparse.Namespace, conf: dict[str, str]) -> None:

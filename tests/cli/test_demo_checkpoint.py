@@ -56,13 +56,13 @@ def test_a_checkpoint_without_batches_keeps_the_run_files_provider(tmp_path):
         demo.check_run_file(workdir, argparse.Namespace(provider="hdfs", view="sessions"))
 
 
-def _state_written_by(workdir: str, backend: str) -> None:
+def _state_written_by(workdir: str, backend: str, version: int = 3) -> None:
     from sparkstate.checkpoint.manifest import Manifest  # noqa: PLC0415
     manifests = os.path.join(workdir, "checkpoint", "state", "1", "0", "sparkstate", "manifests")
-    os.makedirs(manifests)
-    m = Manifest(version=3, backend=backend, num_keys=1, writer_instance_id="w", query_run_id="q", created_ms=0,
-                 shared_files=())
-    with open(os.path.join(manifests, "3.manifest"), "wb") as f:
+    os.makedirs(manifests, exist_ok=True)
+    m = Manifest(version=version, backend=backend, num_keys=1, writer_instance_id="w", query_run_id="q",
+                 created_ms=0, shared_files=())
+    with open(os.path.join(manifests, f"{version}.manifest"), "wb") as f:
         f.write(m.to_bytes())
 
 
@@ -84,6 +84,16 @@ def test_a_resumed_checkpoint_keeps_the_backend_its_state_was_written_with(tmp_p
     with pytest.raises(SystemExit, match="written by the heap backend"):
         demo.resolve_backend(checkpoint, argparse.Namespace(provider="sparkstate", backend=None),
                              {"spark.sql.streaming.stateStore.sparkstate.backend": "rocksdb"})
+
+
+def test_the_backend_is_the_newest_versions(tmp_path):
+    """Migrated from the rocksdb backend to Spark's RocksDB provider and back, onto the heap backend: the
+    old versions' manifests say rocksdb, the newest says heap."""
+    workdir = _workdir(tmp_path, None)
+    for version in (10, 11):
+        _state_written_by(workdir, "rocksdb", version)
+    _state_written_by(workdir, "heap", 13)
+    assert demo.checkpoint_backend(os.path.join(workdir, "checkpoint")) == "heap"
 
 
 def test_a_checkpoint_migrated_to_another_provider_ignores_its_old_backend(tmp_path):
