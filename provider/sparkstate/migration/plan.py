@@ -100,7 +100,8 @@ def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO) -> Mi
         resume = True  # an interrupted migration to the same provider wrote batch B+1's offsets
     elif offsets[-1] > last:
         raise MigrationError(f"batch {offsets[-1]} was started but never committed (last committed: {last}): "
-                             "restart the query so it finishes that batch, stop it, then migrate")
+                             "restart the query once with trigger(availableNow=True), which finishes that batch "
+                             "and the input there is, then stops with every batch committed; then migrate")
     try:
         commit = logs.read_commit(last)
     except CheckpointError as e:

@@ -177,7 +177,8 @@ def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, st
         else:
             raise RescaleError(
                 f"batch {last_offset} was started but never committed (last committed: {last_commit}); "
-                "restart the query so it finishes that batch, stop it, then rescale")
+                "restart the query once with trigger(availableNow=True), which finishes that batch and the "
+                "input there is, then stops with every batch committed; then rescale")
     elif last_offset < last_commit:
         raise RescaleError(f"commit log ({last_commit}) is ahead of the offset log ({last_offset}); "
                            "the checkpoint is inconsistent")
