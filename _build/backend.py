@@ -3,12 +3,14 @@
 Before building a wheel (or an editable install) it compiles `jvm-shim/src/main/java/**/*.java` with
 `javac --release 17` against the jars of the pinned pyspark, adds the settings declarations of
 provider/sparkstate/config.py as `io/sparkstate/settings.json` (the shim's defaults and bounds come from
-there), and puts `sparkstate.jar` inside the Python package, so `pip install .` needs only pip and a JDK.
+there) and a build id (`build_id`; also written beside the jar, so a worker can tell the JVM which build
+it is), and puts `sparkstate.jar` inside the Python package, so `pip install .` needs only pip and a JDK.
 `run_java_tests` compiles and runs the shim's unit tests (jvm-shim/src/test/java) against that jar.
 """
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
 import subprocess
@@ -22,7 +24,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JAVA_SOURCES = os.path.join(ROOT, "jvm-shim", "src", "main", "java")
 JAVA_TESTS = os.path.join(ROOT, "jvm-shim", "src", "test", "java")
 SETTINGS_RESOURCE = "settings.json"
+BUILD_ID_RESOURCE = "build-id"
 OUT_JAR = os.path.join(ROOT, "provider", "sparkstate", "jars", "sparkstate.jar")
+OUT_BUILD_ID = os.path.join(ROOT, "provider", "sparkstate", "jars", BUILD_ID_RESOURCE)
 
 
 class JdkMissingError(RuntimeError):
@@ -56,6 +60,18 @@ def _settings_declarations() -> str:
     return subprocess.check_output([sys.executable, "-c", code, os.path.join(ROOT, "provider")], text=True)
 
 
+def build_id() -> str:
+    """A digest of the shim's Java sources and the Python package's sources: the jar and the package of one
+    build carry the same id, so a worker interpreter with another install of sparkstate is told apart."""
+    digest = hashlib.sha256()
+    python_sources = glob.glob(os.path.join(ROOT, "provider", "sparkstate", "**", "*.py"), recursive=True)
+    for path in sorted(_sources(JAVA_SOURCES) + python_sources):
+        digest.update(os.path.relpath(path, ROOT).encode() + b"\0")
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()[:16]
+
+
 def _compile(sources: list[str], classpath: str, classes: str) -> None:
     subprocess.check_call([_jdk_tool("javac"), "--release", "17", "-encoding", "UTF-8", "-nowarn",
                            "-Xlint:none", "-cp", classpath, "-d", classes, *sources])
@@ -75,7 +91,12 @@ def build_jar() -> str:
         resource = os.path.join(classes, "io", "sparkstate", SETTINGS_RESOURCE)
         with open(resource, "w", encoding="utf-8") as f:
             f.write(_settings_declarations())
+        identity = build_id()
+        with open(os.path.join(classes, "io", "sparkstate", BUILD_ID_RESOURCE), "w", encoding="utf-8") as f:
+            f.write(identity)
         os.makedirs(os.path.dirname(OUT_JAR), exist_ok=True)
+        with open(OUT_BUILD_ID, "w", encoding="utf-8") as f:
+            f.write(identity)
         subprocess.check_call([_jdk_tool("jar"), "--create", "--file", OUT_JAR, "-C", classes, "."])
     return OUT_JAR
 

@@ -24,3 +24,14 @@ def test_installed_package_ships_the_shim_jar():
     import sparkstate
 
     assert os.path.getsize(sparkstate.jar_path()) > 10_000
+
+
+def test_the_installed_package_and_its_jar_carry_one_build_id():
+    """The id a worker reports (sparkstate.build_id) is the one in the jar: BuildId.java compares them."""
+    import zipfile
+
+    import sparkstate
+
+    with zipfile.ZipFile(sparkstate.jar_path()) as jar:
+        in_jar = jar.read("io/sparkstate/build-id").decode()
+    assert sparkstate.build_id() is not None and sparkstate.build_id() == in_jar

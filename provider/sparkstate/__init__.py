@@ -25,6 +25,17 @@ def jar_path() -> str:
     return path
 
 
+def build_id() -> str | None:
+    """The id of the build this package came from (the shim jar beside it carries the same), or None for
+    a source tree whose jar was never built."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "build-id")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip() or None
+    except FileNotFoundError:
+        return None
+
+
 def configure(builder: Any, **settings: Any) -> Any:
     """Point a `SparkSession.Builder` at sparkstate and return it.
 

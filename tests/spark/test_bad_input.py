@@ -90,6 +90,31 @@ def test_unusable_python_executable_names_the_interpreter(spark, tmp_path, sessi
     assert "/nonexistent/bin/python3" in message and "pythonExec" in message
 
 
+def test_a_worker_interpreter_with_another_build_of_sparkstate_is_refused(spark, tmp_path, session_conf):
+    """The interpreter that pythonExec names imports another install of sparkstate (here: a copy of this one
+    whose build id differs, first on its path): its workers are refused at registration, and the error
+    names the interpreter, where its sparkstate lies and what to set."""
+    import shutil
+    import stat
+    import sys
+
+    import sparkstate
+
+    other = tmp_path / "other-install"
+    shutil.copytree(os.path.dirname(sparkstate.__file__), other / "sparkstate",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.jar"))
+    (other / "sparkstate" / "jars" / "build-id").write_text("0123456789abcdef")
+    python = tmp_path / "python-with-another-sparkstate"
+    python.write_text(f"#!/bin/sh\nPYTHONPATH={other} exec {sys.executable} \"$@\"\n")
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    case = AggregationCase(spark, tmp_path, seed=34)
+    case.source.add_all(case.files)
+    session_conf(PREFIX + "pythonExec", str(python))
+    message = case.failure_of_run()
+    assert "runs another build of sparkstate (0123456789abcdef" in message, message[:3000]
+    assert str(other / "sparkstate") in message and "pythonExec" in message, message[:3000]
+
+
 def test_corrupted_sst_file_is_detected_and_nothing_wrong_is_loaded(spark, tmp_path):
     case = AggregationCase(spark, tmp_path, seed=33)
     case.source.add_all(case.files[:2])

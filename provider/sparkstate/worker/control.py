@@ -14,7 +14,7 @@ import threading
 import traceback
 from typing import Any, Callable
 
-from .. import __version__
+from .. import __version__, build_id
 from ..engine import StoreSpec
 from . import protocol as p
 from ..checkpoint.file_manager import check_checkpoint_id
@@ -58,7 +58,8 @@ class WorkerControl:
 
     @_reported
     def hello(self) -> str:
-        return json.dumps({"pid": os.getpid(), "python": sys.executable, "version": __version__})
+        return json.dumps({"pid": os.getpid(), "python": sys.executable, "version": __version__,
+                           "build": build_id(), "package": os.path.dirname(os.path.dirname(__file__))})
 
     @_reported
     def open(self, spec_json: str) -> str:

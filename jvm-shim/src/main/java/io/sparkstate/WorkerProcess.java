@@ -1,5 +1,6 @@
 package io.sparkstate;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.nio.ByteBuffer;
@@ -239,12 +240,21 @@ final class WorkerProcess extends Worker {
     }
   }
 
+  /** Logs the worker's hello and refuses a worker of another sparkstate build than this jar's. */
   private void logHello() {
+    String hello;
     try {
-      LOG.info("sparkstate worker {} started: pid {}, interpreter {}, transport {}, dir {}, hello {}",
-          id, pid, pythonExec, transport, dir, control.hello());
+      hello = control.hello();
     } catch (RuntimeException e) {
       throw failure("say hello", e);
+    }
+    LOG.info("sparkstate worker {} started: pid {}, interpreter {}, transport {}, dir {}, hello {}",
+        id, pid, pythonExec, transport, dir, hello);
+    JsonNode h = Json.parse(hello, "the worker's hello");
+    String refused = BuildId.mismatch(BuildId.OF_JAR, h.path("build").isTextual() ? h.get("build").asText() : null,
+        pythonExec, h.path("package").asText("?"));
+    if (refused != null) {
+      throw new WorkerFailedException(refused);
     }
   }
 

@@ -1,0 +1,44 @@
+package io.sparkstate;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * Which build of sparkstate this jar is: a digest of the shim's and the Python package's sources, written
+ * into the jar and beside it in the Python package by the build. A worker reports its package's id when it
+ * registers; a worker interpreter with another install of sparkstate (another version, or an older build
+ * of the same) would speak a protocol the shim may not, so it is refused with what to set.
+ */
+final class BuildId {
+  private BuildId() {}
+
+  /** The jar's build id, or null for a jar built without one (Gradle). */
+  static final String OF_JAR = read();
+
+  private static String read() {
+    try (InputStream in = BuildId.class.getResourceAsStream("build-id")) {
+      if (in == null) {
+        return null;
+      }
+      String id = new String(in.readAllBytes(), StandardCharsets.UTF_8).trim();
+      return id.isEmpty() ? null : id;
+    } catch (IOException e) {
+      return null;
+    }
+  }
+
+  /**
+   * Null when the worker's build is the jar's, or either is unknown; else why the worker is refused.
+   * {@code python} is the worker's interpreter, {@code workerPackage} where its sparkstate package lies.
+   */
+  static String mismatch(String jarBuild, String workerBuild, String python, String workerPackage) {
+    if (jarBuild == null || workerBuild == null || jarBuild.equals(workerBuild)) {
+      return null;
+    }
+    return "the sparkstate worker interpreter '" + python + "' runs another build of sparkstate (" + workerBuild
+        + ", at " + workerPackage + ") than this executor's sparkstate jar (" + jarBuild + "). Set "
+        + ShimSettings.PYTHON_EXEC + " to the Python whose sparkstate package holds the jar on spark.jars "
+        + "(sparkstate.configure() sets it to the driver's), or install the same sparkstate in both";
+  }
+}

@@ -1,0 +1,23 @@
+package io.sparkstate;
+
+import static io.sparkstate.ShimTests.check;
+import static io.sparkstate.ShimTests.equal;
+
+/** A worker of another sparkstate build than the jar's is refused with what to set; unknown builds pass. */
+final class BuildIdTest {
+  public static void testTheJarCarriesTheBuildsId() {
+    check(BuildId.OF_JAR != null && BuildId.OF_JAR.matches("[0-9a-f]{16}"), "jar build id: " + BuildId.OF_JAR);
+  }
+
+  public static void testTheSameBuildOrAnUnknownOnePasses() {
+    equal(null, BuildId.mismatch("a1", "a1", "python3", "/p"), "same build");
+    equal(null, BuildId.mismatch(null, "a1", "python3", "/p"), "a jar without an id");
+    equal(null, BuildId.mismatch("a1", null, "python3", "/p"), "a source tree whose jar was never built");
+  }
+
+  public static void testAnotherBuildIsRefusedWithWhatToSet() {
+    String why = BuildId.mismatch("a1", "b2", "/usr/bin/python3", "/usr/lib/python3/site-packages/sparkstate");
+    check(why != null && why.contains("'/usr/bin/python3'") && why.contains("b2") && why.contains("a1")
+        && why.contains("/usr/lib/python3/site-packages/sparkstate") && why.contains(ShimSettings.PYTHON_EXEC), why);
+  }
+}
