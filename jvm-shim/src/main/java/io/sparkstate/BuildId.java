@@ -29,15 +29,20 @@ final class BuildId {
   }
 
   /**
-   * Null when the worker's build is the jar's, or either is unknown; else why the worker is refused.
-   * {@code python} is the worker's interpreter, {@code workerPackage} where its sparkstate package lies.
+   * Null when the worker's build is the jar's, or the jar has no id; else why the worker is refused. A
+   * worker without an id ({@code workerBuild} null) is an install older than build ids, or a source tree
+   * whose jar was never built: not the build of this jar either. {@code python} is the worker's
+   * interpreter, {@code workerPackage} where its sparkstate package lies (null if it did not say).
    */
   static String mismatch(String jarBuild, String workerBuild, String python, String workerPackage) {
-    if (jarBuild == null || workerBuild == null || jarBuild.equals(workerBuild)) {
+    if (jarBuild == null || jarBuild.equals(workerBuild)) {
       return null;
     }
-    return "the sparkstate worker interpreter '" + python + "' runs another build of sparkstate (" + workerBuild
-        + ", at " + workerPackage + ") than this executor's sparkstate jar (" + jarBuild + "). Set "
+    String theirs = workerBuild != null ? workerBuild + ", at " + workerPackage
+        : "one that reports no build id: an older install, or a source tree never built"
+            + (workerPackage != null ? ", at " + workerPackage : "");
+    return "the sparkstate worker interpreter '" + python + "' runs another build of sparkstate (" + theirs
+        + ") than this executor's sparkstate jar (" + jarBuild + "). Set "
         + ShimSettings.PYTHON_EXEC + " to the Python whose sparkstate package holds the jar on spark.jars "
         + "(sparkstate.configure() sets it to the driver's), or install the same sparkstate in both";
   }

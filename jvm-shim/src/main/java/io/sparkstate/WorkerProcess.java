@@ -252,7 +252,7 @@ final class WorkerProcess extends Worker {
         id, pid, pythonExec, transport, dir, hello);
     JsonNode h = Json.parse(hello, "the worker's hello");
     String refused = BuildId.mismatch(BuildId.OF_JAR, h.path("build").isTextual() ? h.get("build").asText() : null,
-        pythonExec, h.path("package").asText("?"));
+        pythonExec, h.path("package").isTextual() ? h.get("package").asText() : null);
     if (refused != null) {
       throw new WorkerFailedException(refused);
     }

@@ -9,10 +9,14 @@ final class BuildIdTest {
     check(BuildId.OF_JAR != null && BuildId.OF_JAR.matches("[0-9a-f]{16}"), "jar build id: " + BuildId.OF_JAR);
   }
 
-  public static void testTheSameBuildOrAnUnknownOnePasses() {
+  public static void testTheSameBuildOrAJarWithoutAnIdPasses() {
     equal(null, BuildId.mismatch("a1", "a1", "python3", "/p"), "same build");
-    equal(null, BuildId.mismatch(null, "a1", "python3", "/p"), "a jar without an id");
-    equal(null, BuildId.mismatch("a1", null, "python3", "/p"), "a source tree whose jar was never built");
+    equal(null, BuildId.mismatch(null, "a1", "python3", "/p"), "a jar without an id (Gradle)");
+  }
+
+  public static void testAWorkerWithoutAnIdIsAnotherBuild() {
+    String why = BuildId.mismatch("a1", null, "/usr/bin/python3", null);
+    check(why != null && why.contains("reports no build id") && why.contains(ShimSettings.PYTHON_EXEC), why);
   }
 
   public static void testAnotherBuildIsRefusedWithWhatToSet() {
