@@ -23,7 +23,6 @@ ids, open sessions) carries over, and the next chunk of input continues where th
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import sys
@@ -35,8 +34,8 @@ if not __package__:  # run as a script from a checkout
 
     ensure_sparkstate_jobs()
 
-from sparkstate.checkpoint.file_manager import parse_manifest_name  # noqa: E402
-from sparkstate.checkpoint.manifest import Manifest  # noqa: E402
+from sparkstate.checkpoint.file_manager import CheckpointFileManager  # noqa: E402
+from sparkstate.checkpoint.location import discover_stores  # noqa: E402
 from sparkstate.config import PREFIX, Settings  # noqa: E402
 from sparkstate.checkpoint.spark_logs import SparkLogs  # noqa: E402
 from sparkstate.errors import SparkstateError  # noqa: E402
@@ -121,14 +120,16 @@ def checkpoint_backend(checkpoint: str) -> str | None:
     """The sparkstate backend that wrote the checkpoint's newest state version (its manifest says; older
     versions may be another backend's, from before a `sparkstate migrate` through another provider), or
     None: a new checkpoint, another provider's, or state kept elsewhere (`stateLocation`)."""
-    pattern = os.path.join(checkpoint, "state", "*", "*", "**", "sparkstate", "manifests", "*.manifest")
-    versions = {path: parsed[0] for path in glob.glob(pattern, recursive=True)
-                if (parsed := parse_manifest_name(os.path.basename(path)))}
-    if not versions:
+    root, fio = os.path.join(checkpoint, "state"), LocalFileIO()
+    if not os.path.isdir(root):
         return None
-    newest = max(versions, key=versions.get)
-    with open(newest, "rb") as fh:
-        return Manifest.from_bytes(fh.read(), newest).backend
+    newest: tuple[int, CheckpointFileManager] | None = None
+    for store in discover_stores(root, fio):
+        files = CheckpointFileManager(os.path.join(root, store), fio)
+        version = files.latest_version()
+        if version is not None and (newest is None or version > newest[0]):
+            newest = (version, files)
+    return newest[1].read_manifest(newest[0]).backend if newest else None
 
 
 def resolve_backend(checkpoint: str, args: argparse.Namespace, conf: dict[str, str]) -> None:

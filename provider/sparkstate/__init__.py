@@ -15,9 +15,12 @@ __version__ = "0.1.0"
 __all__ = ["jar_path", "configure", "rescale", "migrate", "PROVIDER_CLASS", "__version__"]
 
 
+_JARS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars")  # the build writes the jar here
+
+
 def jar_path() -> str:
     """Absolute path of the JVM shim jar shipped inside this package."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "sparkstate.jar")
+    path = os.path.join(_JARS_DIR, "sparkstate.jar")
     if not os.path.exists(path):
         raise FileNotFoundError(
             f"the sparkstate shim jar is missing at {path}; reinstall with `pip install .` "
@@ -28,7 +31,7 @@ def jar_path() -> str:
 def build_id() -> str | None:
     """The id of the build this package came from (the shim jar beside it carries the same), or None for
     a source tree whose jar was never built."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "build-id")
+    path = os.path.join(_JARS_DIR, "build-id")
     try:
         with open(path, encoding="utf-8") as f:
             return f.read().strip() or None

@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
+import stat
+import sys
 
 import pytest
 
 from conftest import selected_provider
 from spark_harness import PREFIX, AggregationCase
 from spark_harness import session_conf as harness_session_conf
+
+import sparkstate
 
 pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's own errors")
 
@@ -34,7 +39,6 @@ def session_conf(spark):
 
 
 def test_configure_rejects_an_unknown_backend_on_the_driver():
-    import sparkstate
     from pyspark.sql import SparkSession
     from sparkstate.errors import ConfigError
 
@@ -94,12 +98,6 @@ def test_a_worker_interpreter_with_another_build_of_sparkstate_is_refused(spark,
     """The interpreter that pythonExec names imports another install of sparkstate (here: a copy of this one
     whose build id differs, first on its path): its workers are refused at registration, and the error
     names the interpreter, where its sparkstate lies and what to set."""
-    import shutil
-    import stat
-    import sys
-
-    import sparkstate
-
     other = tmp_path / "other-install"
     shutil.copytree(os.path.dirname(sparkstate.__file__), other / "sparkstate",
                     ignore=shutil.ignore_patterns("__pycache__", "*.jar"))

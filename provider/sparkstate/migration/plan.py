@@ -195,7 +195,9 @@ def _lists(fio: FileIO, directory: str) -> bool:
 def refuse_backend_switch(fio: FileIO, checkpoint: str, last_committed: int, backend: str | None) -> None:
     """A query on sparkstate asked to move to sparkstate with `backend`: a checkpoint keeps the backend it was
     created with, so another one is refused with the two runs that switch it, not passed over."""
-    stores = _stores(fio, checkpoint) if backend is not None else []
+    if backend is None:
+        return
+    stores = _stores(fio, checkpoint)
     if not stores:
         return
     current = _our_backend(fio, checkpoint, stores[0], last_committed + 1)

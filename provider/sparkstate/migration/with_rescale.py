@@ -41,11 +41,10 @@ def migrate_and_rescale(spark: Any, checkpoint: str, to: str, partitions: int, *
     if not isinstance(partitions, int) or partitions < 1:
         raise MigrationError(f"--partitions must be a positive integer, got {partitions!r}")
     checkpoint = normalize_checkpoint(checkpoint)
-    provider, count = _committed(checkpoint)
+    provider, count, last = _committed(checkpoint)
     target = PROVIDERS[to]
     if provider == target == PROVIDER_CLASS:
-        fio = fileio_for(checkpoint)
-        refuse_backend_switch(fio, checkpoint, committed_logs(fio, checkpoint)[2][-1], backend)
+        refuse_backend_switch(fileio_for(checkpoint), checkpoint, last, backend)
     if provider == target and count == partitions:
         raise AlreadyMigratedError(f"the query of {checkpoint} already runs on {to} with {partitions} partitions")
     if PROVIDER_CLASS not in (provider, target):
@@ -75,9 +74,9 @@ def migrate_and_rescale(spark: Any, checkpoint: str, to: str, partitions: int, *
     return MigrateAndRescaleSummary(do_migrate(), rescaled)
 
 
-def _committed(checkpoint: str) -> tuple[str, int | None]:
-    """(provider class, partition count) of the last committed batch."""
+def _committed(checkpoint: str) -> tuple[str, int | None, int]:
+    """(provider class, partition count, batch id) of the last committed batch."""
     logs, _, commits = committed_logs(fileio_for(checkpoint), checkpoint)
     entry = logs.read_offset(commits[-1])
-    return pinned_provider(entry), entry.shuffle_partitions
+    return pinned_provider(entry), entry.shuffle_partitions, commits[-1]
 
