@@ -61,6 +61,10 @@ def test_a_local_dir_must_be_an_absolute_local_path(value, reason):
                                        ("rocksdb.writeBufferSizeMB", "0"), ("workerStartTimeoutMs", "soon"),
                                        ("rocksdb.blockSizeKB", str(4 << 20)),
                                        ("rocksdb.maxBytesForLevelBaseMB", "100000000000000"),
+                                       ("workerHeartbeatTimeoutMs", "10000000000000"),
+                                       ("workerStallTimeoutMs", str(24 * 3600 * 1000 + 1)),
+                                       ("s3.readTimeoutMs", "99999999999"), ("s3.maxAttempts", "1000"),
+                                       ("checkpoint.ioThreads", "100000"),
                                        ("heap.layout", "btree")])
 def test_invalid_value_names_key_and_valid_values(key, value):
     with pytest.raises(ConfigError) as err:

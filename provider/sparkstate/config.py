@@ -51,7 +51,8 @@ def _int_at_least(low: int, at_most: int | None = None) -> Callable[[str], int]:
         if value < low or (at_most is not None and value > at_most):
             raise ValueError
         return value
-    parse.minimum = low  # type: ignore[attr-defined]  # for declarations_json (the JVM reads no bounded one)
+    parse.minimum = low  # type: ignore[attr-defined]  # for declarations_json: the JVM checks both bounds
+    parse.maximum = at_most  # type: ignore[attr-defined]
     return parse
 
 
@@ -107,6 +108,12 @@ TRANSPORTS = ("shm", "socket", "py4j", "embedded")
 COMPRESSIONS = ("lz4", "zstd", "snappy", "none")
 MAX_BLOCK_SIZE_KB = 4 * 1024 * 1024 - 1  # RocksDB refuses blocks of 4 GiB or more
 MAX_SIZE_MB = 1 << 20  # 1 TiB: a RocksDB size beyond it is a slip of the keyboard, not a memory or disk size
+# A day: a timeout beyond it is a slip of the keyboard, and the JVM counts timeouts in nanoseconds, where a
+# value of about 9.2e12 ms overflows into a negative limit that would call every worker hung at once.
+MAX_TIMEOUT_MS = 24 * 3600 * 1000
+MAX_S3_ATTEMPTS = 100  # with botocore's backoff (at most 20 s a wait) about half an hour for one request
+MAX_IO_THREADS = 256
+_TIMEOUT = f"an integer from {{low}} to {MAX_TIMEOUT_MS} (a day)"
 HEAP_COMPRESSIONS = ("lz4", "zstd", "none")
 HEAP_LAYOUTS = ("packed", "dict")
 
@@ -124,19 +131,22 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "Python interpreter for the store workers. Unset: spark.pyspark.python, then "
                 "PYSPARK_PYTHON, then python3. `sparkstate.configure()` sets it to the current interpreter.",
                 "a path or command"),
-    Declaration("workerStartTimeoutMs", "worker_start_timeout_ms", 60000, _int_at_least(1000),
-                "How long an executor waits for a new Python worker to register.", "an integer >= 1000"),
-    Declaration("workerHeartbeatTimeoutMs", "worker_heartbeat_timeout_ms", 30000, _int_at_least(1000),
+    Declaration("workerStartTimeoutMs", "worker_start_timeout_ms", 60000,
+                _int_at_least(1000, at_most=MAX_TIMEOUT_MS),
+                "How long an executor waits for a new Python worker to register.", _TIMEOUT.format(low=1000)),
+    Declaration("workerHeartbeatTimeoutMs", "worker_heartbeat_timeout_ms", 30000,
+                _int_at_least(1000, at_most=MAX_TIMEOUT_MS),
                 "A worker process whose heartbeat (a thread that beats every tenth of this, at most every "
                 "second) stops this long is hung: stopped, frozen, or stuck in native code holding the "
                 "interpreter lock. The executor kills it, and the task it serves fails with the call, the store "
                 "and the worker's stderr (its Python stacks); Spark retries the task on a fresh worker.",
-                "an integer >= 1000"),
-    Declaration("workerStallTimeoutMs", "worker_stall_timeout_ms", 600000, _int_at_least(1000),
+                _TIMEOUT.format(low=1000)),
+    Declaration("workerStallTimeoutMs", "worker_stall_timeout_ms", 600000,
+                _int_at_least(1000, at_most=MAX_TIMEOUT_MS),
                 "A call during which a live worker reports no progress this long (no frame handled, no byte "
                 "moved, no record restored or written) is stuck, e.g. deadlocked; the worker is killed as a "
                 "hung one. Busy is not stuck: a long restore or a throttled upload keeps reporting progress.",
-                "an integer >= 1000"),
+                _TIMEOUT.format(low=1000)),
     Declaration("maxWorkers", "max_workers", None, _int_at_least(1),
                 "Python worker processes an executor may run (shm, socket and py4j transports). Beyond one per "
                 "running task, extra workers keep each store on the worker that holds it; with fewer, a "
@@ -232,8 +242,9 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("checkpoint.verifyLocalCache", "verify_local_cache", False, _bool,
                 "Re-verify checksums of files already in the local cache when restoring a version "
                 "(files are always verified when downloaded).", "true, false"),
-    Declaration("checkpoint.ioThreads", "io_threads", 4, _int_at_least(1),
-                "Files uploaded (commit) or downloaded (restore) in parallel per store.", "an integer >= 1"),
+    Declaration("checkpoint.ioThreads", "io_threads", 4, _int_at_least(1, at_most=MAX_IO_THREADS),
+                "Files uploaded (commit) or downloaded (restore) in parallel per store.",
+                f"an integer from 1 to {MAX_IO_THREADS}"),
     Declaration("stateLocation", "state_location", None, _state_location,
                 "Where state files go instead of the query's checkpointLocation, e.g. s3://bucket/prefix "
                 "(one location per query, like checkpointLocation); stores keep the <op>/<part>[/<store>] "
@@ -246,19 +257,21 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("s3.pathStyleAccess", "s3_path_style", None, _bool,
                 "Path-style bucket addressing. Unset: fs.s3a.path.style.access, else boto3's default.",
                 "true, false"),
-    Declaration("s3.maxAttempts", "s3_max_attempts", 6, _int_at_least(1),
+    Declaration("s3.maxAttempts", "s3_max_attempts", 6, _int_at_least(1, at_most=MAX_S3_ATTEMPTS),
                 "Attempts per S3 request, the first included (retries with backoff on throttling, 5xx, "
                 "timeouts). A request whose last attempt times out makes the worker's later requests to that "
                 "endpoint fail at once, for as long as that request waited: a silent server fails a query in "
                 "about one request's time, not one per file and task attempt.",
-                "an integer >= 1"),
+                f"an integer from 1 to {MAX_S3_ATTEMPTS}"),
     Declaration("s3.retryMode", "s3_retry_mode", "standard", _choice("standard", "adaptive"),
                 "botocore retry mode; adaptive adds client-side rate limiting under throttling.",
                 "standard, adaptive"),
-    Declaration("s3.connectTimeoutMs", "s3_connect_timeout_ms", 5000, _int_at_least(100),
-                "S3 connect timeout per attempt.", "an integer >= 100"),
-    Declaration("s3.readTimeoutMs", "s3_read_timeout_ms", 30000, _int_at_least(100),
-                "S3 read timeout per attempt.", "an integer >= 100"),
+    Declaration("s3.connectTimeoutMs", "s3_connect_timeout_ms", 5000,
+                _int_at_least(100, at_most=MAX_TIMEOUT_MS),
+                "S3 connect timeout per attempt.", _TIMEOUT.format(low=100)),
+    Declaration("s3.readTimeoutMs", "s3_read_timeout_ms", 30000,
+                _int_at_least(100, at_most=MAX_TIMEOUT_MS),
+                "S3 read timeout per attempt.", _TIMEOUT.format(low=100)),
 )
 
 _BY_KEY = {d.key.lower(): d for d in DECLARATIONS}
@@ -350,7 +363,7 @@ _check_fields_match()
 
 
 def declarations_json() -> str:
-    """Every declaration as JSON (key, default, kind, minimum or choices): built into the shim's jar, where
+    """Every declaration as JSON (key, default, kind, bounds or choices): built into the shim's jar, where
     ShimSettings reads the defaults and bounds of the few settings the JVM uses itself, so the two sides
     cannot disagree."""
     import json
@@ -361,7 +374,8 @@ def declarations_json() -> str:
         if hasattr(d.parse, "choices"):
             entry.update(kind="choice", choices=list(d.parse.choices))  # type: ignore[attr-defined]
         elif hasattr(d.parse, "minimum"):
-            entry.update(kind="int", minimum=d.parse.minimum)  # type: ignore[attr-defined]
+            entry.update(kind="int", minimum=d.parse.minimum,  # type: ignore[attr-defined]
+                         maximum=d.parse.maximum)  # type: ignore[attr-defined]
         elif d.parse is _bool:
             entry.update(kind="bool")
         else:

@@ -132,7 +132,8 @@ final class ShimSettings {
     } catch (NumberFormatException e) {
       throw invalid(key, raw, d);
     }
-    if (value < d.get("minimum").asLong()) {
+    JsonNode maximum = d.get("maximum");
+    if (value < d.get("minimum").asLong() || (maximum != null && !maximum.isNull() && value > maximum.asLong())) {
       throw invalid(key, raw, d);
     }
     return value;

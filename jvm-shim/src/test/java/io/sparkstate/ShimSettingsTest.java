@@ -46,6 +46,20 @@ final class ShimSettingsTest {
     }
   }
 
+  public static void testTimeoutsAboveTheirMaximumAreRefused() {
+    // The JVM counts them in nanoseconds: an unbounded value would overflow into a negative limit.
+    for (String key : new String[] {ShimSettings.START_TIMEOUT, ShimSettings.HEARTBEAT_TIMEOUT,
+        ShimSettings.STALL_TIMEOUT}) {
+      JsonNode d = ShimSettings.declaration(key);
+      long max = d.get("maximum").asLong();
+      check(max > 0 && max < Long.MAX_VALUE / 1_000_000L, key + " maximum " + max + " fits in nanoseconds");
+      of(Map.of(key, Long.toString(max)));
+      IllegalArgumentException e = raises(IllegalArgumentException.class,
+          () -> of(Map.of(key, "10000000000000")), key + " above its maximum");
+      check(e.getMessage().contains(key) && e.getMessage().contains(d.get("valid").asText()), e.getMessage());
+    }
+  }
+
   public static void testChoicesComeFromTheDeclarations() {
     for (JsonNode c : ShimSettings.declaration(ShimSettings.TRANSPORT).get("choices")) {
       equal(c.asText(), of(Map.of(ShimSettings.TRANSPORT, " " + c.asText().toUpperCase() + " ")).transport,
