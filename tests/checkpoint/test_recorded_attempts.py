@@ -4,7 +4,13 @@ import os
 import pytest
 
 from sparkstate.checkpoint import CheckpointFileManager, Manifest, PrivateFile
-from sparkstate.checkpoint.recorded_attempts import held_attempt, read_recorded_manifest
+from sparkstate.checkpoint.recorded_attempts import (
+    RecordedStore,
+    held_attempt,
+    match_recorded_ids,
+    read_recorded_manifest,
+    state_unique_ids,
+)
 from sparkstate.errors import CheckpointError
 
 A, B, C = "0" * 31 + "a", "0" * 31 + "b", "0" * 31 + "c"  # checkpoint ids: 32 hex digits
@@ -44,3 +50,39 @@ def test_a_reader_takes_the_recorded_attempt_not_the_last_published(fm):
 def test_a_recorded_attempt_the_store_does_not_hold_is_refused(fm):
     with pytest.raises(CheckpointError, match=rf"records the attempts {C}.*holds the manifest of none"):
         read_recorded_manifest(fm, 3, [C], names(fm))
+
+
+def _join_like(held: dict[tuple[str, int], str]) -> list[RecordedStore]:
+    """Two stores of operator 0 over two partitions; `held` says which id each store partition's files hold."""
+    return [RecordedStore(0, name, part, held.get((name, part)), f"{name}/{part}")
+            for name in ("left", "right") for part in (0, 1)]
+
+
+def _by_id(held_id: str | None, candidates: list[str]) -> int | None:
+    return candidates.index(held_id) if held_id in candidates else None
+
+
+def test_recorded_ids_give_each_store_its_attempt_and_the_operators_store_order():
+    recorded = {"0": [[A, B], [C, "0" * 31 + "d"]]}
+    matched = match_recorded_ids(recorded, _join_like({("right", 0): A, ("left", 0): B, ("right", 1): C,
+                                                       ("left", 1): "0" * 31 + "d"}), 3, _by_id, "commits/2")
+    assert matched.order == {"0": ["right", "left"]}  # by position, not by name
+    assert matched.per_store() == {"0/left": [B, "0" * 31 + "d"], "0/right": [A, C]}
+    # a new entry for other attempts of the same stores keeps the positions
+    new = {(0, "right", 0): "r0", (0, "left", 0): "l0", (0, "right", 1): "r1", (0, "left", 1): "l1"}
+    assert state_unique_ids(matched.order, lambda op: 2, new) == {"0": [["r0", "l0"], ["r1", "l1"]]}
+    with pytest.raises(CheckpointError, match="operator 0 partition 1: no attempt id for store left"):
+        state_unique_ids(matched.order, lambda op: 2, {k: v for k, v in new.items() if k != (0, "left", 1)})
+
+
+def test_state_files_that_do_not_match_the_commit_log_are_named():
+    recorded = {"0": [[A, B], [C, "0" * 31 + "d"]]}
+    with pytest.raises(CheckpointError, match="records no state ids of operator 0"):
+        match_recorded_ids({}, _join_like({}), 3, _by_id, "commits/2")
+    with pytest.raises(CheckpointError, match=r"store left partition 1: none of the attempts commits/2 records "
+                                              r"for it .* has files of version 3 in left/1"):
+        match_recorded_ids(recorded, _join_like({("left", 0): A, ("right", 0): B, ("right", 1): C}), 3, _by_id,
+                           "commits/2")
+    with pytest.raises(CheckpointError, match="stores left and right of operator 0 claim the same recorded attempt"):
+        match_recorded_ids(recorded, _join_like({("left", 0): A, ("left", 1): C, ("right", 0): A}), 3, _by_id,
+                           "commits/2")

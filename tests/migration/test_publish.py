@@ -42,14 +42,14 @@ def _sink(root, batches: int) -> str:
 
 def _plan(ckpt: str, last: int) -> SimpleNamespace:
     return SimpleNamespace(checkpoint=ckpt, last_committed_batch=last, new_batch=last + 1, target_class=HDFS,
-                           resume=False)
+                           resume=False, checkpoint_ids=False)
 
 
 def test_a_query_started_meanwhile_fails_the_publish_before_any_sink_entry(tmp_path):
     ckpt, sink = _checkpoint(tmp_path, 3), _sink(tmp_path, 3)
     (tmp_path / "ckpt" / "offsets" / "3").write_text((tmp_path / "ckpt" / "offsets" / "2").read_text())
     with pytest.raises(MigrationError, match="appeared while migrating"):
-        runner._publish(_plan(ckpt, 2), fileio_for(ckpt), [sink], 10)
+        runner._publish(_plan(ckpt, 2), fileio_for(ckpt), [sink], 10, [])
     assert not (tmp_path / "out" / "_spark_metadata" / "3").exists()  # the query's batch 3 writes its output
 
 
@@ -58,10 +58,10 @@ def test_a_crash_before_the_offset_entry_leaves_the_sink_log_as_it_was(tmp_path)
     io = InstrumentedFileIO()
     io.fail("create_exclusive", "*/offsets/*")  # the process dies writing the offset log entry
     with pytest.raises(InjectedFault):
-        runner._publish(_plan(ckpt, 2), io, [sink], 10)
+        runner._publish(_plan(ckpt, 2), io, [sink], 10, [])
     assert not (tmp_path / "out" / "_spark_metadata" / "3").exists()
 
-    runner._publish(_plan(ckpt, 2), fileio_for(ckpt), [sink], 10)  # the re-run
+    runner._publish(_plan(ckpt, 2), fileio_for(ckpt), [sink], 10, [])  # the re-run
     assert (tmp_path / "out" / "_spark_metadata" / "3").read_text() == "v1"
     assert HDFS in (tmp_path / "ckpt" / "offsets" / "3").read_text()
     assert (tmp_path / "ckpt" / "commits" / "3").exists()

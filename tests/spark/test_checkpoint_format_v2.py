@@ -19,8 +19,17 @@ import pytest
 from pyspark.sql import functions as F
 
 from conftest import selected_provider
-from datagen import EVENT_SCHEMA, random_events
-from spark_harness import PREFIX, BatchCollector, InputDir, assert_same_rows, run_available_now, session_conf
+from datagen import EVENT_SCHEMA, advance_row, max_t, random_events
+from spark_harness import (
+    PREFIX,
+    AggregationCase,
+    BatchCollector,
+    InputDir,
+    assert_same_rows,
+    read_parquet_sink,
+    run_available_now,
+    session_conf,
+)
 from test_change_feed import (  # noqa: F401 - the state data source on v2 checkpoints
     change_logs,
     test_aggregation_with_watermark_eviction,
@@ -28,6 +37,11 @@ from test_change_feed import (  # noqa: F401 - the state data source on v2 check
 )
 from test_failures import test_task_failure_after_state_commit_recommits_the_same_version  # noqa: F401
 from test_operators import (  # noqa: F401 - collected here, in this module's v2 session
+    DELAY_S,
+    JOIN_RANGE_S,
+    JOIN_SCHEMA,
+    _join,
+    _join_inputs,
     test_aggregation_update_mode,
     test_apply_in_pandas_with_state_event_time_timeout,
     test_drop_duplicates,
@@ -169,7 +183,7 @@ def test_a_recorded_attempt_missing_from_the_state_files_fails_clearly(spark, tm
 
 
 @pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's tools")
-def test_migrate_refuses_a_format_v2_checkpoint_by_name_and_changes_nothing(spark, tmp_path):
+def test_migrate_to_hdfs_refuses_a_format_v2_checkpoint_by_name_and_changes_nothing(spark, tmp_path):
     import sparkstate
     from sparkstate.errors import MigrationError
 
@@ -179,7 +193,83 @@ def test_migrate_refuses_a_format_v2_checkpoint_by_name_and_changes_nothing(spar
     agg = source.stream().groupBy("k").agg(F.count("*").alias("n"))
     run_available_now(BatchCollector().attach(agg.writeStream.outputMode("update")), checkpoint)
     before = sorted(os.path.relpath(os.path.join(d, f), checkpoint) for d, _, fs in os.walk(checkpoint) for f in fs)
-    with pytest.raises(MigrationError, match="checkpoint format v2"):
+    with pytest.raises(MigrationError, match="checkpoint format v2.*HDFS provider does not serve"):
         sparkstate.migrate(spark, checkpoint, "hdfs")
     after = sorted(os.path.relpath(os.path.join(d, f), checkpoint) for d, _, fs in os.walk(checkpoint) for f in fs)
     assert after == before
+
+
+def _migrated_ids_are_the_targets(checkpoint: str, batch: int, target: str) -> None:
+    """The migration batch's commit log entry records, per store, an attempt of version batch+1 that the
+    target wrote: sparkstate's attempt manifest, or Spark's RocksDB provider's <v>_<id> file."""
+    version = batch + 1
+    for op, partitions in _commit_log_ids(checkpoint, batch).items():
+        for part, ids in enumerate(partitions):
+            for checkpoint_id in ids:
+                if target == "sparkstate":
+                    pattern = f"state/{op}/{part}/**/sparkstate/manifests/{version}_{checkpoint_id}.manifest"
+                else:
+                    pattern = f"state/{op}/{part}/**/{version}_{checkpoint_id}.*"
+                assert glob.glob(os.path.join(checkpoint, pattern), recursive=True), (batch, op, part, checkpoint_id)
+
+
+@pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's tools")
+def test_an_aggregation_moves_both_ways_between_spark_rocksdb_and_sparkstate(spark, tmp_path):
+    """Spark's RocksDB provider -> sparkstate (rocksdb) -> Spark's RocksDB provider -> sparkstate (heap), a run
+    after each move, all on format v2: the result is the batch computation's, every migration batch records
+    the target's attempts, and the checkpoint verifies."""
+    import sparkstate
+    from sparkstate.inspection import verify_checkpoint
+    from sparkstate.inspection.verify import format_report
+    from sparkstate.storage import fileio_for
+
+    case = AggregationCase(spark, tmp_path, seed=69, n_files=4)
+    case.source.add_all(case.files[:1])
+    case.run({PROVIDER_KEY: SPARK_ROCKSDB})
+    for i, (target, backend) in enumerate([("sparkstate", "rocksdb"), ("rocksdb", None), ("sparkstate", "heap")]):
+        summary = sparkstate.migrate(spark, case.checkpoint, target, backend=backend)
+        assert summary.rows == case.n_keys
+        _migrated_ids_are_the_targets(case.checkpoint, summary.batch_id, target)
+        case.source.add_all(case.files[i + 1:i + 2])
+        case.run({PREFIX + "backend": backend or "rocksdb"})
+    case.assert_matches_batch()
+    report = verify_checkpoint(case.checkpoint, fileio_for(case.checkpoint), fileio_for(case.checkpoint))
+    assert report.ok, format_report(report, "verify")
+    assert {s.backend for s in report.stores} == {"heap"}  # the newest version's backend, not the first's
+
+
+@pytest.mark.skipif(selected_provider() != "sparkstate", reason="sparkstate's tools")
+def test_a_stream_stream_join_moves_in_and_out_with_its_four_stores_in_the_recorded_order(spark, tmp_path):
+    """A join's commit log entry lists its four stores' ids by position, without names: after a move in and a
+    move out each position still holds its own store's attempt, or the restarted join would read another
+    store's state. Into Spark's file sink, whose own log gets each migration's batch."""
+    import sparkstate
+
+    n_files = 6
+    left_files, right_files = _join_inputs(70, n_files)
+    left_files.append([advance_row(n_files, "adv-left")])
+    right_files.append([advance_row(n_files, "adv-right")])
+    left = InputDir(spark, str(tmp_path / "left"), JOIN_SCHEMA)
+    right = InputDir(spark, str(tmp_path / "right"), JOIN_SCHEMA)
+    checkpoint, output = str(tmp_path / "checkpoint"), str(tmp_path / "output")
+
+    def run(lo: int, hi: int, conf: dict) -> None:
+        left.add_all(left_files[lo:hi])
+        right.add_all(right_files[lo:hi])
+        with session_conf(spark, conf):
+            run_available_now(_join(left.stream(), right.stream(), "left_outer", streaming=True).writeStream
+                              .outputMode("append").format("parquet").option("path", output), checkpoint)
+
+    run(0, 2, {PROVIDER_KEY: SPARK_ROCKSDB})
+    for target, (lo, hi) in (("sparkstate", (2, 4)), ("rocksdb", (4, n_files + 1))):
+        summary = sparkstate.migrate(spark, checkpoint, target, file_sinks=[output])
+        ids = _commit_log_ids(checkpoint, summary.batch_id)
+        assert all(len(per_store) == 4 for parts in ids.values() for per_store in parts)
+        _migrated_ids_are_the_targets(checkpoint, summary.batch_id, target)
+        run(lo, hi, {})
+    batch = _join(left.batch(), right.batch(), "left_outer", streaming=False)
+    final_wm = min(max_t(left_files), max_t(right_files)) - DELAY_S
+    emit_before = final_wm - JOIN_RANGE_S  # an unmatched left row is emitted once no right row can match it
+    expected = batch.where(F.col("rid").isNotNull() | (F.col("lt") < emit_before)).collect()
+    assert sum(1 for r in expected if r["rid"] is None) >= 20, "need unmatched left rows to test"
+    assert_same_rows(read_parquet_sink(spark, output), expected, min_rows=40)

@@ -104,8 +104,8 @@ def test_refusals_change_nothing(spark, tmp_path):
     with open(os.path.join(case.checkpoint, "commits", "0")) as f:
         committed = f.read()
     with open(os.path.join(case.checkpoint, "commits", "0"), "w") as f:
-        f.write(committed.replace("v1", "v2", 1))  # what checkpoint format version 2 writes
-    with pytest.raises(MigrationError, match="checkpoint format v2"):
+        f.write(committed.replace("v1", "v2", 1))  # format v2's header, without the ids its entries record
+    with pytest.raises(MigrationError, match="records no state ids of operator 0"):
         sparkstate.migrate(spark, case.checkpoint, "sparkstate")
     with open(os.path.join(case.checkpoint, "commits", "0"), "w") as f:
         f.write(committed)

@@ -236,7 +236,7 @@ def _check_store(root: str, rel: str, io: FileIO, report: VerifyReport, expected
         except (CheckpointError, OSError) as e:
             check.problems.append(str(e))
             continue
-        store.backend = store.backend or manifest.backend
+        store.backend = manifest.backend  # the newest loadable version's: a migration can switch it
         path = fm.manifest_path(v, None if candidates is None else manifest.checkpoint_id)
         check.problems.extend(_identity_problems(manifest, place, expected_key, path))
         if manifest.backend == "heap":

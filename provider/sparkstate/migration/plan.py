@@ -8,14 +8,21 @@ provider's class in its conf, which is where a restarting query takes its provid
 entry is written last. The source provider's files stay where they are, and every version the target
 writes is newer than anything either provider wrote before, so migrating back and forth never overwrites
 a file.
+
+Under checkpoint format v2 (`spark.sql.streaming.stateStore.checkpointFormatVersion=2`, served by Spark's
+RocksDB provider and sparkstate, not by its HDFS provider) every commit of a store is an attempt with its
+own id, and a commit log entry lists, per operator and partition, the id of each store's recorded attempt.
+The copy reads the attempts batch B's entry recorded and writes the target as format v2, and the new
+batch's commit log entry lists the target's ids in the same positions.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..checkpoint.location import spark_store_location
+from ..checkpoint.recorded_attempts import RecordedStore, held_attempt, match_recorded_ids
 from ..checkpoint.spark_logs import (
     PROVIDER_CLASS_CONF,
     SUPPORTED_OPERATORS,
@@ -29,9 +36,11 @@ from ..config import PREFIX, PROVIDER_CLASS
 from ..errors import AlreadyMigratedError, CheckpointError, MigrationError
 from ..storage import FileIO, join_path
 
+CHECKPOINT_FORMAT_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDERS = {"sparkstate": PROVIDER_CLASS, "hdfs": HDFS_PROVIDER, "rocksdb": ROCKSDB_PROVIDER}
+ROCKSDB_VERSION_FILES = (".zip", ".changelog")  # Spark's RocksDB provider: <v>[_<id>].zip, or a change log
 
 
 def provider_name(cls: str | None) -> str:
@@ -60,6 +69,15 @@ class MigrationPlan:
     stores: tuple[StoreToCopy, ...]
     resume: bool = False         # batch B+1 is this migration's, written by an interrupted run
     source_conf: dict[str, str] = field(default_factory=dict)
+    # Checkpoint format v2: the attempt of version B+1 that batch B's commit log entry recorded, per store
+    # ("<op>/<store name>") per partition, and each operator's stores in the commit log's order
+    source_checkpoint_ids: dict[str, list[str]] = field(default_factory=dict)
+    store_order: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def checkpoint_ids(self) -> bool:
+        """Whether the checkpoint is of format v2 (both providers then run with it)."""
+        return bool(self.store_order)
 
     @property
     def new_batch(self) -> int:
@@ -106,11 +124,11 @@ def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO) -> Mi
         commit = logs.read_commit(last)
     except CheckpointError as e:
         raise MigrationError(str(e)) from None
-    if commit.format_version != 1:
+    if commit.format_version != 1 and target == HDFS_PROVIDER:
         raise MigrationError(
             f"{logs.commit_path(last)} is of checkpoint format v2 (spark.sql.streaming.stateStore."
-            "checkpointFormatVersion=2): migrating between providers needs format 1, whose commit log carries no "
-            "per-store ids; sparkstate serves format 2 checkpoints, but does not migrate them")
+            "checkpointFormatVersion=2), which Spark's HDFS provider does not serve: migrate to rocksdb or "
+            "sparkstate instead")
     entry = logs.read_offset(last)
     source = pinned_provider(entry)
     if source == target:
@@ -129,10 +147,45 @@ def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO) -> Mi
         source_conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] = "true"
     if source == PROVIDER_CLASS:  # read with the backend that wrote the version, whatever the session says
         source_conf[PREFIX + "backend"] = _our_backend(fio, checkpoint, stores[0], last + 1)
-    return MigrationPlan(checkpoint=checkpoint, source_class=source, target_class=target,
+    plan = MigrationPlan(checkpoint=checkpoint, source_class=source, target_class=target,
                          backend=(backend or "rocksdb") if to == "sparkstate" else None,
                          last_committed_batch=last, partitions=partitions, stores=stores, resume=resume,
                          source_conf=source_conf)
+    if commit.state_unique_ids is not None:
+        plan = _with_recorded_ids(plan, fio, commit.state_unique_ids, logs.commit_path(last))
+    return plan
+
+
+def _with_recorded_ids(plan: MigrationPlan, fio: FileIO, recorded: dict[str, list[list[str]]],
+                       source: str) -> MigrationPlan:
+    """The plan with the attempt of version B+1 each source store holds among those the commit log recorded,
+    and the operators' store order (recorded_attempts.match_recorded_ids)."""
+    from ..checkpoint import CheckpointFileManager
+
+    version = plan.source_version
+    if plan.source_class == PROVIDER_CLASS:
+        def where(location: str) -> str:
+            return CheckpointFileManager(location, fio).manifests_dir
+
+        def held(location: str, candidates: list[str]) -> int | None:
+            return held_attempt(CheckpointFileManager(location, fio), version, candidates)
+    else:  # Spark's RocksDB provider: a version's attempt is <v>_<id>.zip or <v>_<id>.changelog
+        def where(location: str) -> str:
+            return location
+
+        def held(location: str, candidates: list[str]) -> int | None:
+            names = [[join_path(location, f"{version}_{c}{ext}") for ext in ROCKSDB_VERSION_FILES] for c in candidates]
+            return next((i for i, paths in enumerate(names) if any(fio.exists(p) for p in paths)), None)
+    stores = []
+    for s in plan.stores:
+        for part in [0] if s.single_partition else range(plan.partitions):
+            location = spark_store_location(plan.checkpoint, s.operator_id, part, s.store_name)
+            stores.append(RecordedStore(s.operator_id, s.store_name, part, location, where(location)))
+    try:
+        matched = match_recorded_ids(recorded, stores, version, held, source)
+    except CheckpointError as e:
+        raise MigrationError(str(e)) from None
+    return replace(plan, source_checkpoint_ids=matched.per_store(), store_order=matched.order)
 
 
 def committed_logs(fio: FileIO, checkpoint: str) -> tuple[SparkLogs, list[int], list[int]]:
@@ -235,12 +288,16 @@ def plan_for_job(plan: MigrationPlan, conf: dict[str, str], hadoop_conf: dict[st
     # sparkstate's shim checks every key's routing by it)
     hadoop_conf = {**hadoop_conf, "spark.sql.streaming.internal.stateStore.partitions": str(plan.partitions),
                    "spark.sql.shuffle.partitions": str(plan.partitions)}
+    # both providers run with the checkpoint's format, whatever the session running the migration says
+    conf = {**conf, CHECKPOINT_FORMAT_CONF: "2" if plan.checkpoint_ids else "1"}
     return {
         "stateRoot": state_root, "sourceClass": plan.source_class, "targetClass": plan.target_class,
         "sourceVersion": plan.source_version, "targetBaseVersion": plan.source_version,
         "partitions": plan.partitions, "conf": conf, "sourceConf": plan.source_conf, "targetConf": target_conf,
-        "hadoopConf": hadoop_conf,
+        "hadoopConf": hadoop_conf, "checkpointIds": plan.checkpoint_ids,
         "stores": [{"operatorId": s.operator_id, "storeName": s.store_name, "keySchema": s.key_schema,
                     "valueSchema": s.value_schema, "numColsPrefixKey": s.num_cols_prefix_key,
-                    "singlePartition": s.single_partition} for s in plan.stores],
+                    "singlePartition": s.single_partition,
+                    "sourceIds": plan.source_checkpoint_ids.get(f"{s.operator_id}/{s.store_name}", [])}
+                   for s in plan.stores],
     }

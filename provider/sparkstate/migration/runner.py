@@ -23,9 +23,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ..checkpoint.recorded_attempts import state_unique_ids
 from ..checkpoint.spark_logs import PROVIDER_CLASS_CONF, SparkLogs
 from ..config import PREFIX
-from ..errors import MigrationError, RescaleError
+from ..errors import CheckpointError, MigrationError, RescaleError
 from ..rescaling.file_sink import COMPACT_INTERVAL_KEY, check_file_sink, compact_interval_setting, record_empty_batch
 from ..rescaling.plan import normalize_checkpoint
 from ..rescaling.runner import CheckpointToolLock, _refuse_if_running_here
@@ -80,7 +81,7 @@ def migrate(spark: Any, checkpoint: str, to: str, *, backend: str | None = None,
         results = _run_job(spark, plan, progress)
         _verify(plan, results)
         _refuse_if_running(spark, checkpoint)
-        _publish(plan, fio, file_sinks, interval)
+        _publish(plan, fio, file_sinks, interval, results)
     finally:
         lock.release()
     return MigrationSummary(
@@ -164,7 +165,7 @@ def _verify(plan: MigrationPlan, results: list[dict[str, Any]]) -> None:
     if missing:
         raise MigrationError(f"the copy job reported no result for {missing[:5]}; nothing was switched, re-run")
     bad = [r for r in results if r["sourceRows"] != r["targetRows"] or r["sourceChecksum"] != r["targetChecksum"]
-           or r["version"] != plan.target_version]
+           or r["version"] != plan.target_version or (plan.checkpoint_ids and not r.get("checkpointId"))]
     if bad:
         r = bad[0]
         raise MigrationError(
@@ -174,7 +175,8 @@ def _verify(plan: MigrationPlan, results: list[dict[str, Any]]) -> None:
             "was switched, the query still runs on its source provider")
 
 
-def _publish(plan: MigrationPlan, fio: Any, file_sinks: Sequence[str], compact_interval: int) -> None:
+def _publish(plan: MigrationPlan, fio: Any, file_sinks: Sequence[str], compact_interval: int,
+             results: list[dict[str, Any]]) -> None:
     logs = SparkLogs(fio, plan.checkpoint)
     entry = logs.read_offset(plan.last_committed_batch).with_conf({PROVIDER_CLASS_CONF: plan.target_class})
     if not fio.create_exclusive(logs.offset_path(plan.new_batch), entry.encode()):
@@ -184,7 +186,23 @@ def _publish(plan: MigrationPlan, fio: Any, file_sinks: Sequence[str], compact_i
                                  "the query was started concurrently; nothing was switched")
     for sink in file_sinks:  # the batch writes no output: an empty entry in each file sink's own log
         record_empty_batch(fileio_for(sink), sink, plan.new_batch, compact_interval)
-    commit = logs.read_commit(plan.last_committed_batch).raw.encode()
+    commit = _commit_entry(plan, logs, results).encode()
     if not fio.create_exclusive(logs.commit_path(plan.new_batch), commit):
         if fio.read_bytes(logs.commit_path(plan.new_batch)) != commit:
             raise MigrationError(f"commit log entry {logs.commit_path(plan.new_batch)} appeared while migrating")
+
+
+def _commit_entry(plan: MigrationPlan, logs: SparkLogs, results: list[dict[str, Any]]) -> str:
+    """The migration batch's commit log entry: batch B's (same watermark); under checkpoint format v2 with the
+    ids of the target's commits, each operator's stores in the positions batch B's entry gave them."""
+    last = logs.read_commit(plan.last_committed_batch)
+    if not plan.checkpoint_ids:
+        return last.raw
+    written = {(r["operatorId"], r["storeName"], r["partition"]): r.get("checkpointId") for r in results}
+    single = {op for op in plan.store_order
+              if all(s.single_partition for s in plan.stores if str(s.operator_id) == op)}
+    try:
+        ids = state_unique_ids(plan.store_order, lambda op: 1 if op in single else plan.partitions, written)
+    except CheckpointError as e:
+        raise MigrationError(f"{e}: the copy job did not report it; nothing was switched, re-run") from None
+    return last.with_state_unique_ids(ids)

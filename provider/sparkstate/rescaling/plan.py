@@ -12,8 +12,9 @@ from dataclasses import asdict, dataclass, field
 from math import gcd
 from typing import Any
 
+from ..checkpoint import CheckpointFileManager
 from ..checkpoint.location import open_file_manager, spark_store_location
-from ..checkpoint.recorded_attempts import held_attempt
+from ..checkpoint.recorded_attempts import RecordedStore, held_attempt, match_recorded_ids
 from ..checkpoint.spark_logs import (
     PROVIDER_CLASS_CONF,
     SUPPORTED_OPERATORS,
@@ -265,33 +266,19 @@ def _with_recorded_ids(plan: Plan, recorded: dict[str, list[list[str]]], source:
     its partition's list whose attempt manifest the store holds; the positions give the operators' store order."""
     from ..engine import StoreSpec
 
-    ids: dict[str, list[str | None]] = {}
-    order: dict[str, list[str]] = {}
-    for op in sorted({s.operator_id for s in plan.stores}):
-        per_partition = recorded.get(str(op))
-        if not per_partition:
-            raise RescaleError(f"{source} records no state ids of operator {op}; the commit log does not match the "
-                               "state (restore the checkpoint from a backup)")
-        stores = [s for s in plan.stores if s.operator_id == op]
-        positions: dict[int, str] = {}
-        for store in stores:
-            found: list[str | None] = []
-            for part, candidates in enumerate(per_partition):
-                spec = StoreSpec.from_json(store_spec_doc(plan, store, part, "plan"))
-                fm = open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a)
-                hit = held_attempt(fm, plan.old_version, candidates)
-                if hit is None:
-                    raise RescaleError(
-                        f"{store.label} partition {part}: none of the attempts {source} records for it ({candidates}) "
-                        f"has a manifest of version {plan.old_version} at {fm.manifests_dir}; the state files are "
-                        "not the ones this commit log was written with")
-                if positions.setdefault(hit, store.store_name) != store.store_name:
-                    raise RescaleError(f"{source}: stores {positions[hit]} and {store.store_name} of operator {op} "
-                                       "claim the same recorded attempt")
-                found.append(candidates[hit])
-            ids[f"{op}/{store.store_name}"] = found
-        order[str(op)] = [positions[i] for i in sorted(positions)]
-    return Plan(**{**asdict(plan), "stores": plan.stores, "old_checkpoint_ids": ids, "store_order": order})
+    stores: list[RecordedStore[CheckpointFileManager]] = []
+    for store in plan.stores:
+        for part in range(1 if store.single_partition else plan.old_partitions):
+            spec = StoreSpec.from_json(store_spec_doc(plan, store, part, "plan"))
+            fm = open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a)
+            stores.append(RecordedStore(store.operator_id, store.store_name, part, fm, fm.manifests_dir))
+    try:
+        matched = match_recorded_ids(recorded, stores, plan.old_version,
+                                     lambda fm, candidates: held_attempt(fm, plan.old_version, candidates), source)
+    except CheckpointError as e:
+        raise RescaleError(str(e)) from None
+    return Plan(**{**asdict(plan), "stores": plan.stores, "old_checkpoint_ids": matched.per_store(),
+                   "store_order": matched.order})
 
 
 def _check_old_versions(plan: Plan) -> str:

@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager
+from ..checkpoint.recorded_attempts import state_unique_ids
 from ..checkpoint.spark_logs import SparkLogs, rewrite_operator_partitions
 from ..config import PREFIX
 from ..engine import StoreSpec
@@ -351,18 +352,12 @@ def _commit_entry(plan: Plan, logs: SparkLogs, new_ids: dict[tuple[int, str, int
     last = logs.read_commit(plan.last_committed_batch)
     if last.state_unique_ids is None:
         return last.raw
-    ids: dict[str, list[list[str]]] = {}
-    for op, names in plan.store_order.items():
-        single = all(s.single_partition for s in plan.stores if str(s.operator_id) == op)
-        parts = 1 if single else plan.new_partitions
-        rows = []
-        for part in range(parts):
-            row = [new_ids.get((int(op), name, part)) for name in names]
-            if None in row:
-                raise RescaleError(f"operator {op} partition {part}: a staged manifest has no checkpoint id; re-run "
-                                   "the rescale")
-            rows.append(row)
-        ids[op] = rows
+    single = {op for op in plan.store_order
+              if all(s.single_partition for s in plan.stores if str(s.operator_id) == op)}
+    try:
+        ids = state_unique_ids(plan.store_order, lambda op: 1 if op in single else plan.new_partitions, new_ids)
+    except CheckpointError as e:
+        raise RescaleError(f"{e}: a staged manifest has no checkpoint id; re-run the rescale") from None
     return last.with_state_unique_ids(ids)
 
 

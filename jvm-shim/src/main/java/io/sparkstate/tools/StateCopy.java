@@ -50,8 +50,10 @@ import scala.Option;
  * metadata once every store verified. The plan (JSON): stateRoot, sourceClass, targetClass,
  * sourceVersion, targetBaseVersion, partitions, conf (the SQL conf both sides run with), sourceConf and
  * targetConf (overrides per side), hadoopConf, stores [{operatorId, storeName, keySchema, valueSchema,
- * numColsPrefixKey, singlePartition}]. The result: one JSON object per store and partition with
- * rows, checksums and the target's committed version.
+ * numColsPrefixKey, singlePartition, sourceIds}], checkpointIds. Under checkpoint format v2
+ * ({@code checkpointIds}) the source is read at the attempt {@code sourceIds[partition]} names, and the
+ * target's commit reports its attempt id. The result: one JSON object per store and partition with rows,
+ * checksums, the target's committed version and, under format v2, its {@code checkpointId}.
  */
 public final class StateCopy {
   static final String HDFS_PROVIDER =
@@ -111,6 +113,15 @@ public final class StateCopy {
     StateStoreId id = new StateStoreId(stateRoot, operatorId, partition, storeName);
     long sourceVersion = plan.get("sourceVersion").asLong();
     long base = plan.get("targetBaseVersion").asLong();
+    boolean checkpointIds = plan.path("checkpointIds").asBoolean(false);
+    JsonNode sourceIds = store.path("sourceIds");
+    Option<String> sourceId = partition < sourceIds.size() ? Option.apply(sourceIds.get(partition).asText())
+        : Option.empty();
+    if (checkpointIds && sourceId.isEmpty()) {
+      throw new IOException("operator " + operatorId + " store " + storeName + " partition " + partition
+          + ": the plan names no recorded attempt of version " + sourceVersion + " (checkpoint format v2)");
+    }
+    Option<String> targetId = Option.empty();
     String targetClass = plan.get("targetClass").asText();
     String cf = StateStore.DEFAULT_COL_FAMILY_NAME();
     Checksum source = new Checksum(keySchema, valueSchema);
@@ -123,7 +134,7 @@ public final class StateCopy {
         storeConf(plan, "targetConf", targetClass), hadoop);
     long committed;
     try {
-      ReadStateStore reader = from.getReadStore(sourceVersion, Option.empty());
+      ReadStateStore reader = from.getReadStore(sourceVersion, sourceId);
       StateStore writer = null;
       try {
         if (HDFS_PROVIDER.equals(targetClass)) {
@@ -143,6 +154,9 @@ public final class StateCopy {
           rows.close();
         }
         committed = writer.commit();
+        if (checkpointIds) { // format v2: the attempt the migration batch's commit log entry records
+          targetId = writer.getStateStoreCheckpointInfo().stateStoreCkptId();
+        }
         writer = null;
       } catch (RuntimeException | IOException e) {
         if (writer != null) {
@@ -152,7 +166,7 @@ public final class StateCopy {
       } finally {
         reader.release();
       }
-      ReadStateStore check = to.getReadStore(committed, Option.empty());
+      ReadStateStore check = to.getReadStore(committed, targetId);
       try {
         StateStoreIterator<UnsafeRowPair> rows = check.iterator(cf);
         try {
@@ -175,6 +189,9 @@ public final class StateCopy {
     result.put("storeName", storeName);
     result.put("partition", partition);
     result.put("version", committed);
+    if (targetId.isDefined()) {
+      result.put("checkpointId", targetId.get());
+    }
     result.put("sourceRows", source.rows);
     result.put("sourceChecksum", Long.toHexString(source.sum) + "-" + Long.toHexString(source.xor));
     result.put("targetRows", target.rows);
