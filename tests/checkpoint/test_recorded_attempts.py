@@ -1,5 +1,6 @@
 """recorded_attempts: which commit attempt of a version a store holds, among those Spark's commit log records."""
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -70,9 +71,12 @@ def test_recorded_ids_give_each_store_its_attempt_and_the_operators_store_order(
     assert matched.per_store() == {"0/left": [B, "0" * 31 + "d"], "0/right": [A, C]}
     # a new entry for other attempts of the same stores keeps the positions
     new = {(0, "right", 0): "r0", (0, "left", 0): "l0", (0, "right", 1): "r1", (0, "left", 1): "l1"}
-    assert state_unique_ids(matched.order, lambda op: 2, new) == {"0": [["r0", "l0"], ["r1", "l1"]]}
+    stores = [SimpleNamespace(operator_id=0, single_partition=False)] * 2
+    assert state_unique_ids(matched.order, stores, 2, new) == {"0": [["r0", "l0"], ["r1", "l1"]]}
     with pytest.raises(CheckpointError, match="operator 0 partition 1: no attempt id for store left"):
-        state_unique_ids(matched.order, lambda op: 2, {k: v for k, v in new.items() if k != (0, "left", 1)})
+        state_unique_ids(matched.order, stores, 2, {k: v for k, v in new.items() if k != (0, "left", 1)})
+    keyless = [SimpleNamespace(operator_id=0, single_partition=True)] * 2  # a global aggregation's: partition 0
+    assert state_unique_ids(matched.order, keyless, 2, new) == {"0": [["r0", "l0"]]}
 
 
 def test_state_files_that_do_not_match_the_commit_log_are_named():

@@ -12,7 +12,7 @@ holds (ids are unique). Without ids (format v1, or no commit log entry for the b
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Generic, Iterable, Mapping, Sequence, TypeVar
+from typing import Callable, Generic, Iterable, Mapping, Protocol, Sequence, TypeVar
 
 from ..errors import CheckpointError
 from .file_manager import CheckpointFileManager, check_checkpoint_id, parse_manifest_name
@@ -132,15 +132,22 @@ def match_recorded_ids(recorded: dict[str, list[list[str]]], stores: Sequence[Re
     return RecordedIds(ids, order)
 
 
-def state_unique_ids(order: Mapping[str, Sequence[str]], partitions: Callable[[str], int],
+class OperatorStore(Protocol):
+    operator_id: int
+    single_partition: bool  # keyless: the store has partition 0 only
+
+
+def state_unique_ids(order: Mapping[str, Sequence[str]], stores: Iterable[OperatorStore], partitions: int,
                      ids: Mapping[tuple[int, str, int], str | None]) -> dict[str, list[list[str]]]:
     """A commit log entry's `stateUniqueIds` for the attempts `ids` ((operator, store name, partition) -> id):
-    per operator of `order`, one list per partition (`partitions(operator)` of them) with each store's id at
-    the position `order` gives it. Raises CheckpointError naming a store partition without an id."""
+    per operator of `order`, one list per partition (`partitions`, or one for an operator whose `stores` are
+    all single-partition) with each store's id at the position `order` gives it. Raises CheckpointError
+    naming a store partition without an id."""
+    multi = {str(s.operator_id) for s in stores if not s.single_partition}
     out: dict[str, list[list[str]]] = {}
     for op, names in order.items():
         rows = []
-        for part in range(partitions(op)):
+        for part in range(partitions if op in multi else 1):
             row = [ids.get((int(op), name, part)) for name in names]
             missing = [name for name, checkpoint_id in zip(names, row) if not checkpoint_id]
             if missing:

@@ -199,10 +199,8 @@ def _commit_entry(plan: MigrationPlan, logs: SparkLogs, results: list[dict[str, 
     if not plan.checkpoint_ids:
         return last.raw
     written = {(r["operatorId"], r["storeName"], r["partition"]): r.get("checkpointId") for r in results}
-    single = {op for op in plan.store_order
-              if all(s.single_partition for s in plan.stores if str(s.operator_id) == op)}
     try:
-        ids = state_unique_ids(plan.store_order, lambda op: 1 if op in single else plan.partitions, written)
+        ids = state_unique_ids(plan.store_order, plan.stores, plan.partitions, written)
     except CheckpointError as e:
         raise MigrationError(f"{e}: the copy job did not report it; nothing was switched, re-run") from None
     return last.with_state_unique_ids(ids)

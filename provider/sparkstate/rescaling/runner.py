@@ -352,10 +352,8 @@ def _commit_entry(plan: Plan, logs: SparkLogs, new_ids: dict[tuple[int, str, int
     last = logs.read_commit(plan.last_committed_batch)
     if last.state_unique_ids is None:
         return last.raw
-    single = {op for op in plan.store_order
-              if all(s.single_partition for s in plan.stores if str(s.operator_id) == op)}
     try:
-        ids = state_unique_ids(plan.store_order, lambda op: 1 if op in single else plan.new_partitions, new_ids)
+        ids = state_unique_ids(plan.store_order, plan.stores, plan.new_partitions, new_ids)
     except CheckpointError as e:
         raise RescaleError(f"{e}: a staged manifest has no checkpoint id; re-run the rescale") from None
     return last.with_state_unique_ids(ids)
