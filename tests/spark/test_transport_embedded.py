@@ -3,9 +3,17 @@
 Parity: the same queries give the batch results. This module is the only one that embeds Python, and
 its first test runs before any embedded worker exists (one JVM embeds one interpreter, for good).
 """
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
 import pytest
 from conftest import selected_provider
 from spark_harness import PREFIX, AggregationCase, checkpoint_loads_per_batch
+
+import sparkstate
 
 pytestmark = [pytest.mark.sparkstate_settings(transport="embedded"),
               pytest.mark.skipif(selected_provider() != "sparkstate", reason="a sparkstate setting")]
@@ -32,6 +40,47 @@ def test_a_store_stays_live_whichever_task_thread_runs_its_partition(spark, tmp_
     assert len(loads) >= 6
     assert loads[1:] == [0] * (len(loads) - 1), f"stores restored from the checkpoint per batch: {loads}"
     case.assert_matches_batch()
+
+
+_ANOTHER_BUILD_JOB = """
+import sys
+import sparkstate
+from pyspark.sql import SparkSession
+
+workdir, python = sys.argv[1], sys.argv[2]
+builder = sparkstate.configure(SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+                               .config("spark.sql.shuffle.partitions", "1"), transport="embedded")
+spark = builder.config(sparkstate.PREFIX + "pythonExec", python).getOrCreate()
+spark.sparkContext.setLogLevel("OFF")
+counts = spark.readStream.schema("k string").json(workdir + "/in").groupBy("k").count()
+query = (counts.writeStream.outputMode("update").format("noop").option("checkpointLocation", workdir + "/ckpt")
+         .trigger(availableNow=True).start())
+try:
+    query.awaitTermination()
+    print("RAN")
+except Exception as e:
+    print("FAILED:", str(e)[:4000])
+"""
+
+
+def test_an_embedded_interpreter_with_another_build_of_sparkstate_is_refused(tmp_path):
+    """As for worker processes (test_bad_input.py): the interpreter pythonExec names imports a copy of this
+    sparkstate whose build id differs, and the embedded worker is refused, naming it and what to set. In a
+    driver of its own, since a JVM embeds one interpreter for good."""
+    other = tmp_path / "other-install"
+    shutil.copytree(os.path.dirname(sparkstate.__file__), other / "sparkstate",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.jar"))
+    (other / "sparkstate" / "jars" / "build-id").write_text("0123456789abcdef")
+    python = tmp_path / "python-with-another-sparkstate"
+    python.write_text(f"#!/bin/sh\nPYTHONPATH={other} exec {sys.executable} \"$@\"\n")
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "part.json").write_text('{"k": "a"}\n{"k": "b"}\n')
+    job = subprocess.run([sys.executable, "-c", _ANOTHER_BUILD_JOB, str(tmp_path), str(python)], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    assert "FAILED:" in job.stdout, job.stdout[-2000:] + job.stderr[-3000:]
+    assert "runs another build of sparkstate (0123456789abcdef" in job.stdout, job.stdout[-3000:]
+    assert str(other / "sparkstate") in job.stdout and "pythonExec" in job.stdout, job.stdout[-3000:]
 
 
 VARIANTS = ("rocksdb",)  # the operator tests imported below run embedded, on RocksDB

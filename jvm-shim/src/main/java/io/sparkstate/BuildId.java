@@ -1,14 +1,16 @@
 package io.sparkstate;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 
 /**
  * Which build of sparkstate this jar is: a digest of the shim's and the Python package's sources, written
- * into the jar and beside it in the Python package by the build. A worker reports its package's id when it
- * registers; a worker interpreter with another install of sparkstate (another version, or an older build
- * of the same) would speak a protocol the shim may not, so it is refused with what to set.
+ * into the jar and beside it in the Python package by the build. A worker reports its package's id in its
+ * hello (a worker process when it registers, an embedded one when it starts); a worker interpreter with
+ * another install of sparkstate (another version, or an older build of the same) would speak a protocol
+ * the shim may not, so it is refused with what to set.
  */
 final class BuildId {
   private BuildId() {}
@@ -26,6 +28,13 @@ final class BuildId {
     } catch (IOException e) {
       return null;
     }
+  }
+
+  /** {@link #mismatch} for a worker's hello (its JSON: {@code build}, {@code package}). */
+  static String mismatchOfHello(String hello, String python) {
+    JsonNode h = Json.parse(hello, "the worker's hello");
+    return mismatch(OF_JAR, h.path("build").isTextual() ? h.get("build").asText() : null, python,
+        h.path("package").isTextual() ? h.get("package").asText() : null);
   }
 
   /**

@@ -33,7 +33,13 @@ final class EmbeddedWorker extends Worker {
           + settings.pythonExec + "'): " + e.getMessage() + ". Is sparkstate installed for that interpreter?", e);
     }
     LOG.info("sparkstate embedded worker {} started: {}", id, hello);
-    return new EmbeddedWorker(id, settings, python);
+    EmbeddedWorker worker = new EmbeddedWorker(id, settings, python);
+    String refused = BuildId.mismatchOfHello(String.valueOf(hello), settings.pythonExec);
+    if (refused != null) {
+      worker.kill();
+      throw new WorkerFailedException(refused);
+    }
+    return worker;
   }
 
   @Override

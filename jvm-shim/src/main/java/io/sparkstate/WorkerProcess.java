@@ -250,9 +250,7 @@ final class WorkerProcess extends Worker {
     }
     LOG.info("sparkstate worker {} started: pid {}, interpreter {}, transport {}, dir {}, hello {}",
         id, pid, pythonExec, transport, dir, hello);
-    JsonNode h = Json.parse(hello, "the worker's hello");
-    String refused = BuildId.mismatch(BuildId.OF_JAR, h.path("build").isTextual() ? h.get("build").asText() : null,
-        pythonExec, h.path("package").isTextual() ? h.get("package").asText() : null);
+    String refused = BuildId.mismatchOfHello(hello, pythonExec);
     if (refused != null) {
       throw new WorkerFailedException(refused);
     }

@@ -24,4 +24,13 @@ final class BuildIdTest {
     check(why != null && why.contains("'/usr/bin/python3'") && why.contains("b2") && why.contains("a1")
         && why.contains("/usr/lib/python3/site-packages/sparkstate") && why.contains(ShimSettings.PYTHON_EXEC), why);
   }
+
+  public static void testAHelloIsJudgedByItsBuildAndPackage() {
+    equal(null, BuildId.mismatchOfHello("{\"pid\": 1, \"build\": \"" + BuildId.OF_JAR + "\"}", "python3"),
+        "this jar's build");
+    String why = BuildId.mismatchOfHello("{\"build\": \"b2\", \"package\": \"/elsewhere/sparkstate\"}", "py");
+    check(why != null && why.contains("b2, at /elsewhere/sparkstate") && why.contains("'py'"), why);
+    why = BuildId.mismatchOfHello("{\"pid\": 1}", "py");
+    check(why != null && why.contains("reports no build id"), why);
+  }
 }
