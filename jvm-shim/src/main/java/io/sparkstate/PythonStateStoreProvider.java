@@ -64,6 +64,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
   private String queryRunId;
   private int numPartitions;
   private boolean keyGroupsRoute;
+  private long keyFilterMaxKeys;
   private ShimSettings settings;
   private String specJson;
 
@@ -132,8 +133,12 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     this.settings = ShimSettings.from(storeConf);
     // Built and dropped: a key schema the codec cannot route fails here, at init, not at the first load.
     // Each store gets its own codec (its projections hold mutable rows and are not shared).
-    this.keyGroupsRoute = new KeyCodec(keySchema, valueSchema, numColsPrefixKey, id.storeName(), numPartitions,
-        id.partitionId()).keyGroupsRoute();
+    KeyCodec probe = new KeyCodec(keySchema, valueSchema, numColsPrefixKey, id.storeName(), numPartitions,
+        id.partitionId());
+    this.keyGroupsRoute = probe.keyGroupsRoute();
+    // A join's keyWithIndexToValue store is asked only for the (key, index) pairs its keyToNumValues store
+    // counts, which it holds: a filter there would never answer a get, only cost a hash per get and put.
+    this.keyFilterMaxKeys = probe.isJoinIndexed() ? 0 : settings.keyFilterMaxKeys;
     this.specJson = Json.write(spec(UUID.randomUUID().toString()));
   }
 
@@ -306,11 +311,11 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
    * commit it (a new query run makes new providers).
    */
   private synchronized KeyFilter keyFilterFor(long version, String checkpointId, boolean empty) {
-    if (settings.keyFilterMaxKeys == 0) {
+    if (keyFilterMaxKeys == 0) {
       return null;
     }
     if (empty) {
-      return new KeyFilter(settings.keyFilterMaxKeys);
+      return new KeyFilter(keyFilterMaxKeys);
     }
     boolean sameAttempt = checkpointId.isEmpty() || checkpointId.equals(keyFilterCheckpointId);
     return keyFilter != null && keyFilterVersion == version && sameAttempt ? keyFilter : null;
@@ -323,8 +328,9 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     keyFilterCheckpointId = idOf(checkpointId);
   }
 
+  /** Keys this store's filter may hold; 0: it keeps none (turned off, or a store no filter would serve). */
   long keyFilterMaxKeys() {
-    return settings.keyFilterMaxKeys;
+    return keyFilterMaxKeys;
   }
 
   /** A store at {@code version} on a leased worker, brought there by {@code loadCall}. */

@@ -5,6 +5,14 @@ import static io.sparkstate.ShimTests.equal;
 
 import java.nio.charset.StandardCharsets;
 import java.util.Random;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
+import org.apache.spark.sql.execution.streaming.state.StateStoreId;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import scala.Option;
 
 /** KeyFilter: never a false "absent", few false "present", growth, saturation and wear. */
 public final class KeyFilterTest {
@@ -119,5 +127,24 @@ public final class KeyFilterTest {
   public static void testABuilderPastMaxKeysBuildsASaturatedFilter() {
     KeyFilter f = scanned(101, 100);
     check(f.saturated() && f.mightContain(key(123_456)), "saturated: everything may be present");
+  }
+
+  private static PythonStateStoreProvider provider(String storeName, StructType keySchema) {
+    PythonStateStoreProvider p = new PythonStateStoreProvider();
+    p.init(new StateStoreId("/tmp/sparkstate-key-filter-test", 0, 0, storeName), keySchema,
+        new StructType().add("v", DataTypes.LongType), new NoPrefixKeyStateEncoderSpec(keySchema), false,
+        new StateStoreConf(new SQLConf(), scala.collection.immutable.Map$.MODULE$.empty()), new Configuration(),
+        false, Option.empty());
+    return p;
+  }
+
+  public static void testAJoinsIndexedStoreKeepsNoFilter() {
+    long configured = ShimSettings.declaration(ShimSettings.KEY_FILTER_MAX_KEYS).get("default").asLong();
+    StructType counted = new StructType().add("k", DataTypes.IntegerType);
+    StructType indexed = counted.add("index", DataTypes.LongType);
+    equal(configured, provider("left-keyToNumValues", counted).keyFilterMaxKeys(), "keyToNumValues");
+    equal(configured, provider("default", indexed).keyFilterMaxKeys(), "an aggregation keyed by (k, index)");
+    // Its gets are of the (key, index) pairs keyToNumValues counts: all present, so a filter never answers.
+    equal(0L, provider("left-keyWithIndexToValue", indexed).keyFilterMaxKeys(), "keyWithIndexToValue");
   }
 }
