@@ -4,10 +4,9 @@ Parity: the same queries give the batch results. This module is the only one tha
 its first test runs before any embedded worker exists (one JVM embeds one interpreter, for good).
 """
 import os
-import shutil
-import stat
 import subprocess
 import sys
+import zipfile
 
 import pytest
 from conftest import selected_provider
@@ -47,10 +46,10 @@ import sys
 import sparkstate
 from pyspark.sql import SparkSession
 
-workdir, python = sys.argv[1], sys.argv[2]
+workdir, jar = sys.argv[1], sys.argv[2]
 builder = sparkstate.configure(SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
                                .config("spark.sql.shuffle.partitions", "1"), transport="embedded")
-spark = builder.config(sparkstate.PREFIX + "pythonExec", python).getOrCreate()
+spark = builder.config("spark.jars", jar).getOrCreate()
 spark.sparkContext.setLogLevel("OFF")
 counts = spark.readStream.schema("k string").json(workdir + "/in").groupBy("k").count()
 query = (counts.writeStream.outputMode("update").format("noop").option("checkpointLocation", workdir + "/ckpt")
@@ -64,23 +63,24 @@ except Exception as e:
 
 
 def test_an_embedded_interpreter_with_another_build_of_sparkstate_is_refused(tmp_path):
-    """As for worker processes (test_bad_input.py): the interpreter pythonExec names imports a copy of this
-    sparkstate whose build id differs, and the embedded worker is refused, naming it and what to set. In a
-    driver of its own, since a JVM embeds one interpreter for good."""
-    other = tmp_path / "other-install"
-    shutil.copytree(os.path.dirname(sparkstate.__file__), other / "sparkstate",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.jar"))
-    (other / "sparkstate" / "jars" / "build-id").write_text("0123456789abcdef")
-    python = tmp_path / "python-with-another-sparkstate"
-    python.write_text(f"#!/bin/sh\nPYTHONPATH={other} exec {sys.executable} \"$@\"\n")
-    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    """As for worker processes (test_bad_input.py), an embedded worker whose sparkstate is another build than
+    the executor's jar is refused, naming the interpreter, its package and what to set. Here the jar is
+    the other build (a copy whose build id differs): which sparkstate an embedded interpreter imports
+    depends on how the embedded CPython orders its path, and the jar does not. In a driver of its own,
+    since a JVM embeds one interpreter for good."""
+    jar = tmp_path / "another-build.jar"
+    with zipfile.ZipFile(sparkstate.jar_path()) as src, zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as dst:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            dst.writestr(item, b"0123456789abcdef" if item.filename == "io/sparkstate/build-id" else data)
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "part.json").write_text('{"k": "a"}\n{"k": "b"}\n')
-    job = subprocess.run([sys.executable, "-c", _ANOTHER_BUILD_JOB, str(tmp_path), str(python)], capture_output=True,
+    job = subprocess.run([sys.executable, "-c", _ANOTHER_BUILD_JOB, str(tmp_path), str(jar)], capture_output=True,
                          text=True, timeout=300, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
     assert "FAILED:" in job.stdout, job.stdout[-2000:] + job.stderr[-3000:]
-    assert "runs another build of sparkstate (0123456789abcdef" in job.stdout, job.stdout[-3000:]
-    assert str(other / "sparkstate") in job.stdout and "pythonExec" in job.stdout, job.stdout[-3000:]
+    message = job.stdout
+    assert "runs another build of sparkstate" in message and "jar (0123456789abcdef)" in message, message[-3000:]
+    assert "/sparkstate" in message and "pythonExec" in message, message[-3000:]  # the worker's package
 
 
 VARIANTS = ("rocksdb",)  # the operator tests imported below run embedded, on RocksDB
