@@ -15,6 +15,7 @@ from datagen import BASE, advance_row, event_time, into_files, max_t, random_eve
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupStateTimeout
 from spark_harness import (
+    PREFIX,
     AggregationCase,
     BatchCollector,
     InputDir,
@@ -72,6 +73,29 @@ def test_an_aggregation_moves_between_providers(spark, tmp_path, source, target,
     _run_on(case, source, backend or "rocksdb")  # the session still names the source: the checkpoint wins
     case.assert_matches_batch()
     assert _pinned_provider(case.checkpoint) == PROVIDER_CLASSES[target]
+
+
+def test_state_under_a_state_location_moves_out_and_back_in(spark, tmp_path):
+    """A query whose sparkstate state lives under `stateLocation` (where S3 state goes) moves out to Spark's
+    RocksDB provider and back, with the setting in the migrating session; without it, the refusal says to
+    pass it."""
+    case = AggregationCase(spark, tmp_path, seed=71, n_files=3)
+    located = {PREFIX + "stateLocation": str(tmp_path / "state-elsewhere")}
+    case.source.add_all(case.files[:1])
+    case.run({**located, PROVIDER_CLASS_CONF: PROVIDER_CLASSES["sparkstate"]})
+    assert not os.path.exists(os.path.join(case.checkpoint, "state", "0", "0", "sparkstate"))
+    with pytest.raises(MigrationError, match=f"pass it \\(--conf {PREFIX}stateLocation="):
+        sparkstate.migrate(spark, case.checkpoint, "rocksdb")
+    with session_conf(spark, located):
+        sparkstate.migrate(spark, case.checkpoint, "rocksdb")
+    case.source.add_all(case.files[1:2])
+    case.run()
+    with session_conf(spark, located):
+        sparkstate.migrate(spark, case.checkpoint, "sparkstate", backend="heap")
+    case.source.add_all(case.files[2:])
+    case.run({**located, PREFIX + "backend": "heap"})
+    case.assert_matches_batch()
+    assert _pinned_provider(case.checkpoint) == sparkstate.PROVIDER_CLASS
 
 
 def test_a_round_trip_through_every_provider_is_exact(spark, tmp_path):

@@ -21,7 +21,8 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..checkpoint.location import spark_store_location
+from ..checkpoint import CheckpointFileManager
+from ..checkpoint.location import StoreLocation, open_fileio, spark_store_location
 from ..checkpoint.recorded_attempts import RecordedStore, held_attempt, match_recorded_ids
 from ..checkpoint.spark_logs import (
     PROVIDER_CLASS_CONF,
@@ -32,7 +33,7 @@ from ..checkpoint.spark_logs import (
     parse_state_schema,
     read_operator_metadata,
 )
-from ..config import PREFIX, PROVIDER_CLASS
+from ..config import PREFIX, PROVIDER_CLASS, Settings
 from ..errors import AlreadyMigratedError, CheckpointError, MigrationError
 from ..storage import FileIO, join_path
 
@@ -104,8 +105,12 @@ class MigrationPlan:
         return json.dumps(asdict(self), sort_keys=True)
 
 
-def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO) -> MigrationPlan:
-    """Check the checkpoint and decide the migration, or raise MigrationError saying why not; reads only."""
+def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO,
+               settings: Settings | None = None) -> MigrationPlan:
+    """Check the checkpoint and decide the migration, or raise MigrationError saying why not; reads only.
+    `settings` (those of the session that migrates) say where sparkstate's stores live: under the checkpoint,
+    or under their `stateLocation`."""
+    ours = OurStores(checkpoint, settings or Settings())
     if to not in PROVIDERS:
         raise MigrationError(f"--to must be one of {', '.join(PROVIDERS)}, got {to!r}")
     if backend is not None and to != "sparkstate":
@@ -133,7 +138,7 @@ def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO) -> Mi
     source = pinned_provider(entry)
     if source == target:
         if target == PROVIDER_CLASS:
-            refuse_backend_switch(fio, checkpoint, last, backend)
+            refuse_backend_switch(fio, checkpoint, last, backend, ours)
         raise AlreadyMigratedError(f"the query of {checkpoint} already runs on {provider_name(source)} ({source})")
     if source not in PROVIDERS.values():
         raise MigrationError(f"the query runs on provider {source}; sparkstate migrates between "
@@ -146,41 +151,37 @@ def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO) -> Mi
     if source == ROCKSDB_PROVIDER and _has_changelog(fio, checkpoint):
         source_conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] = "true"
     if source == PROVIDER_CLASS:  # read with the backend that wrote the version, whatever the session says
-        source_conf[PREFIX + "backend"] = _our_backend(fio, checkpoint, stores[0], last + 1)
+        source_conf[PREFIX + "backend"] = _our_backend(ours, stores[0], last + 1)
     plan = MigrationPlan(checkpoint=checkpoint, source_class=source, target_class=target,
                          backend=(backend or "rocksdb") if to == "sparkstate" else None,
                          last_committed_batch=last, partitions=partitions, stores=stores, resume=resume,
                          source_conf=source_conf)
     if commit.state_unique_ids is not None:
-        plan = _with_recorded_ids(plan, fio, commit.state_unique_ids, logs.commit_path(last))
+        plan = _with_recorded_ids(plan, fio, ours, commit.state_unique_ids, logs.commit_path(last))
     return plan
 
 
-def _with_recorded_ids(plan: MigrationPlan, fio: FileIO, recorded: dict[str, list[list[str]]],
+def _with_recorded_ids(plan: MigrationPlan, fio: FileIO, ours: OurStores, recorded: dict[str, list[list[str]]],
                        source: str) -> MigrationPlan:
     """The plan with the attempt of version B+1 each source store holds among those the commit log recorded,
     and the operators' store order (recorded_attempts.match_recorded_ids)."""
-    from ..checkpoint import CheckpointFileManager
-
     version = plan.source_version
-    if plan.source_class == PROVIDER_CLASS:
-        def where(location: str) -> str:
-            return CheckpointFileManager(location, fio).manifests_dir
-
-        def held(location: str, candidates: list[str]) -> int | None:
-            return held_attempt(CheckpointFileManager(location, fio), version, candidates)
-    else:  # Spark's RocksDB provider: a version's attempt is <v>_<id>.zip or <v>_<id>.changelog
-        def where(location: str) -> str:
-            return location
-
-        def held(location: str, candidates: list[str]) -> int | None:
-            names = [[join_path(location, f"{version}_{c}{ext}") for ext in ROCKSDB_VERSION_FILES] for c in candidates]
-            return next((i for i, paths in enumerate(names) if any(fio.exists(p) for p in paths)), None)
-    stores = []
+    stores: list[RecordedStore[Any]] = []
     for s in plan.stores:
         for part in [0] if s.single_partition else range(plan.partitions):
-            location = spark_store_location(plan.checkpoint, s.operator_id, part, s.store_name)
-            stores.append(RecordedStore(s.operator_id, s.store_name, part, location, where(location)))
+            if plan.source_class == PROVIDER_CLASS:
+                fm = ours.file_manager(s, part)
+                stores.append(RecordedStore(s.operator_id, s.store_name, part, fm, fm.manifests_dir))
+            else:
+                location = spark_store_location(plan.checkpoint, s.operator_id, part, s.store_name)
+                stores.append(RecordedStore(s.operator_id, s.store_name, part, location, location))
+
+    def held(handle: Any, candidates: list[str]) -> int | None:
+        if plan.source_class == PROVIDER_CLASS:
+            return held_attempt(handle, version, candidates)
+        # Spark's RocksDB provider: a version's attempt is <v>_<id>.zip or <v>_<id>.changelog
+        names = [[join_path(handle, f"{version}_{c}{ext}") for ext in ROCKSDB_VERSION_FILES] for c in candidates]
+        return next((i for i, paths in enumerate(names) if any(fio.exists(p) for p in paths)), None)
     try:
         matched = match_recorded_ids(recorded, stores, version, held, source)
     except CheckpointError as e:
@@ -245,7 +246,8 @@ def _lists(fio: FileIO, directory: str) -> bool:
         return False
 
 
-def refuse_backend_switch(fio: FileIO, checkpoint: str, last_committed: int, backend: str | None) -> None:
+def refuse_backend_switch(fio: FileIO, checkpoint: str, last_committed: int, backend: str | None,
+                          ours: OurStores) -> None:
     """A query on sparkstate asked to move to sparkstate with `backend`: a checkpoint keeps the backend it was
     created with, so another one is refused with the two runs that switch it, not passed over."""
     if backend is None:
@@ -253,7 +255,7 @@ def refuse_backend_switch(fio: FileIO, checkpoint: str, last_committed: int, bac
     stores = _stores(fio, checkpoint)
     if not stores:
         return
-    current = _our_backend(fio, checkpoint, stores[0], last_committed + 1)
+    current = _our_backend(ours, stores[0], last_committed + 1)
     if current != backend:
         raise MigrationError(
             f"the query of {checkpoint} runs on sparkstate with the {current} backend, and a checkpoint keeps the "
@@ -263,14 +265,32 @@ def refuse_backend_switch(fio: FileIO, checkpoint: str, last_committed: int, bac
             "--file-sink for a file sink)")
 
 
-def _our_backend(fio: FileIO, checkpoint: str, store: StoreToCopy, version: int) -> str:
-    from ..checkpoint import CheckpointFileManager
-    location = spark_store_location(checkpoint, store.operator_id, 0, store.store_name)
+class OurStores:
+    """sparkstate's stores of the query at `checkpoint`: under it, or under the `stateLocation` of `settings`
+    (checkpoint.location), opened with the storage options of `settings` on one FileIO."""
+
+    def __init__(self, checkpoint: str, settings: Settings) -> None:
+        self.checkpoint, self.settings = checkpoint, settings
+        self._fileio: FileIO | None = None
+
+    def file_manager(self, store: StoreToCopy, partition: int) -> CheckpointFileManager:
+        location = StoreLocation(spark_store_location(self.checkpoint, store.operator_id, partition, store.store_name),
+                                 store.operator_id, partition, store.store_name,
+                                 self.settings.state_location).state_location()
+        if self._fileio is None:
+            self._fileio = open_fileio(location, self.settings)
+        return CheckpointFileManager(location, self._fileio, io_threads=self.settings.io_threads)
+
+
+def _our_backend(ours: OurStores, store: StoreToCopy, version: int) -> str:
+    fm = ours.file_manager(store, 0)
     try:
-        return CheckpointFileManager(location, fio).read_manifest(version).backend
+        return fm.read_manifest(version).backend
     except CheckpointError as e:
+        hint = "" if ours.settings.state_location else (
+            f"; if the query set {PREFIX}stateLocation, pass it (--conf {PREFIX}stateLocation=...)")
         raise MigrationError(f"operator {store.operator_id} store {store.store_name} partition 0: version "
-                             f"{version} cannot be read ({e}); `sparkstate verify` says more") from None
+                             f"{version} cannot be read ({e}){hint}; `sparkstate verify` says more") from None
 
 
 def _has_changelog(fio: FileIO, checkpoint: str) -> bool:

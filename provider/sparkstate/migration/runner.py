@@ -25,11 +25,11 @@ from typing import Any, Callable, Sequence
 
 from ..checkpoint.recorded_attempts import state_unique_ids
 from ..checkpoint.spark_logs import PROVIDER_CLASS_CONF, SparkLogs
-from ..config import PREFIX
+from ..config import PREFIX, Settings
 from ..errors import CheckpointError, MigrationError, RescaleError
 from ..rescaling.file_sink import COMPACT_INTERVAL_KEY, check_file_sink, compact_interval_setting, record_empty_batch
 from ..rescaling.plan import normalize_checkpoint
-from ..rescaling.runner import CheckpointToolLock, _refuse_if_running_here
+from ..rescaling.runner import CheckpointToolLock, _refuse_if_running_here, _sparkstate_conf
 from ..storage import fileio_for, join_path
 from .plan import MigrationPlan, build_plan, plan_for_job
 
@@ -66,14 +66,15 @@ def migrate(spark: Any, checkpoint: str, to: str, *, backend: str | None = None,
     checkpoint = normalize_checkpoint(checkpoint)
     fio = fileio_for(checkpoint)
     _refuse_if_running(spark, checkpoint)
-    build_plan(checkpoint, to, backend, fio)  # a checkpoint it refuses gets no lock file either
+    settings = session_settings(spark)
+    build_plan(checkpoint, to, backend, fio, settings)  # a checkpoint it refuses gets no lock file either
     lock = CheckpointToolLock(fio, checkpoint)
     try:
         lock.acquire(f"migration to {to}")
     except RescaleError as e:
         raise MigrationError(str(e)) from None
     try:
-        plan = build_plan(checkpoint, to, backend, fio)
+        plan = build_plan(checkpoint, to, backend, fio, settings)
         if not plan.resume:
             for sink in file_sinks:
                 check_file_sink(fileio_for(sink), sink, plan.last_committed_batch)
@@ -89,6 +90,11 @@ def migrate(spark: Any, checkpoint: str, to: str, *, backend: str | None = None,
         backend=plan.backend, batch_id=plan.new_batch, state_version=plan.target_version, stores=len(results),
         rows=sum(r["targetRows"] for r in results), bytes=sum(r["bytes"] for r in results),
         seconds=time.perf_counter() - t0)
+
+
+def session_settings(spark: Any) -> Settings:
+    """The sparkstate settings of `spark`'s session (where sparkstate's stores live: `stateLocation`, S3)."""
+    return Settings.parse(_sparkstate_conf(spark))
 
 
 def _refuse_if_running(spark: Any, checkpoint: str) -> None:
