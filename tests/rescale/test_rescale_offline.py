@@ -14,7 +14,7 @@ from sparkstate.checkpoint.spark_logs import SparkLogs, is_single_partition_key,
 from sparkstate.errors import SparkCheckpointError, SparkstateError
 from sparkstate.inspection import verify_checkpoint
 from sparkstate.rescaling import RescaleError, build_plan
-from sparkstate.rescaling.plan import Plan
+from sparkstate.rescaling.plan import Plan, store_spec_doc
 from sparkstate.rescaling.runner import CheckpointToolLock, _publish, _remove_staging
 from sparkstate.rescaling.task import rescale_partition, rescale_partitions
 from sparkstate.rescaling.verify import verify_join_state, verify_routing
@@ -247,3 +247,15 @@ def test_single_partition_task_matches_the_grouped_one(tmp_path):
     plan = build_plan(ck.path, 8, ck.settings_conf)
     one = rescale_partition(plan.to_json(), 5)
     assert one["rows"] == sum(1 for k in ck.state[(0, "default")] if int.from_bytes(k[:4], "big", signed=True) % 8 == 5)
+
+
+def test_the_s3a_entries_reach_the_tasks_but_no_file_or_repr(tmp_path):
+    """The Hadoop `fs.s3a.*` entries (which may hold credentials) go to the tasks' store specs, and stay out of
+    the plan file written into the checkpoint's staging directory and out of logs."""
+    ck = fake.build(str(tmp_path / "ck"), 3, "rocksdb", str(tmp_path / "local"))
+    s3a = {"fs.s3a.endpoint": "http://127.0.0.1:9", "fs.s3a.secret.key": "do-not-write-me"}
+    plan = build_plan(ck.path, 5, ck.settings_conf, hadoop_s3a=s3a)
+    shipped = Plan.from_json(plan.to_json())
+    assert shipped.hadoop_s3a == s3a
+    assert store_spec_doc(shipped, shipped.stores[0], 0, "t")["hadoopS3a"] == s3a
+    assert "do-not-write-me" not in plan.to_json(secrets=False) and "do-not-write-me" not in repr(plan)

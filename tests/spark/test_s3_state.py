@@ -18,6 +18,7 @@ from datagen import EVENT_SCHEMA, random_events
 from pyspark.sql import functions as F
 from spark_harness import (
     PREFIX,
+    AggregationCase,
     BatchCollector,
     InputDir,
     assert_same_rows,
@@ -30,6 +31,9 @@ from test_operators import (  # noqa: F401
     test_apply_in_pandas_with_state_event_time_timeout,
     test_stream_stream_inner_join,
 )
+
+import sparkstate
+from sparkstate.checkpoint.spark_logs import PROVIDER_CLASS_CONF
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 from tests.storage.s3_server import SeaweedServer, serving, spark_state_on_s3_marks  # noqa: E402
@@ -125,3 +129,22 @@ def test_heap_state_files_are_on_s3(spark, tmp_path, s3_server):
             for o in page.get("Contents", ())]
     assert any(k.endswith(".manifest") for k in keys) and any(".arrow" in k or "delta" in k for k in keys), keys[:20]
     assert not any("sparkstate" in dirs for _, dirs, _ in os.walk(str(tmp_path / "checkpoint" / "state")))
+
+
+def test_rescale_and_migrate_reach_state_on_s3_through_the_s3a_keys(spark, tmp_path):
+    """The module's session reaches the S3 server through `spark.hadoop.fs.s3a.*` only: a rescale and a
+    migration out and back in, run from that session, reach the state with the same keys."""
+    case = AggregationCase(spark, tmp_path, seed=81, n_files=4)
+    case.source.add_all(case.files[:1])
+    case.run()
+    sparkstate.rescale(spark, case.checkpoint, 5)
+    case.source.add_all(case.files[1:2])
+    case.run()
+    sparkstate.migrate(spark, case.checkpoint, "rocksdb")
+    case.source.add_all(case.files[2:3])
+    case.run({PROVIDER_CLASS_CONF: "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"})
+    sparkstate.migrate(spark, case.checkpoint, "sparkstate", backend="heap")
+    case.source.add_all(case.files[3:])
+    case.run({PREFIX + "backend": "heap"})
+    case.assert_matches_batch()
+    assert [k for k in _keys("state/") if "/sparkstate/manifests/" in k]

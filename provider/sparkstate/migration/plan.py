@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Mapping
 
 from ..checkpoint import CheckpointFileManager
 from ..checkpoint.location import StoreLocation, open_fileio, spark_store_location
@@ -106,11 +106,11 @@ class MigrationPlan:
 
 
 def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO,
-               settings: Settings | None = None) -> MigrationPlan:
+               ours: OurStores | None = None) -> MigrationPlan:
     """Check the checkpoint and decide the migration, or raise MigrationError saying why not; reads only.
-    `settings` (those of the session that migrates) say where sparkstate's stores live: under the checkpoint,
-    or under their `stateLocation`."""
-    ours = OurStores(checkpoint, settings or Settings())
+    `ours` (from the settings of the session that migrates) says where sparkstate's stores live: under the
+    checkpoint, or under their `stateLocation`, and how to reach them."""
+    ours = ours or OurStores(checkpoint, Settings())
     if to not in PROVIDERS:
         raise MigrationError(f"--to must be one of {', '.join(PROVIDERS)}, got {to!r}")
     if backend is not None and to != "sparkstate":
@@ -267,10 +267,12 @@ def refuse_backend_switch(fio: FileIO, checkpoint: str, last_committed: int, bac
 
 class OurStores:
     """sparkstate's stores of the query at `checkpoint`: under it, or under the `stateLocation` of `settings`
-    (checkpoint.location), opened with the storage options of `settings` on one FileIO."""
+    (checkpoint.location), opened on one FileIO with the storage options of `settings` and the Hadoop conf's
+    `fs.s3a.*` entries `hadoop_s3a` (S3 endpoint, credentials)."""
 
-    def __init__(self, checkpoint: str, settings: Settings) -> None:
+    def __init__(self, checkpoint: str, settings: Settings, hadoop_s3a: Mapping[str, str] | None = None) -> None:
         self.checkpoint, self.settings = checkpoint, settings
+        self._hadoop_s3a = dict(hadoop_s3a or {})
         self._fileio: FileIO | None = None
 
     def file_manager(self, store: StoreToCopy, partition: int) -> CheckpointFileManager:
@@ -278,7 +280,7 @@ class OurStores:
                                  store.operator_id, partition, store.store_name,
                                  self.settings.state_location).state_location()
         if self._fileio is None:
-            self._fileio = open_fileio(location, self.settings)
+            self._fileio = open_fileio(location, self.settings, self._hadoop_s3a)
         return CheckpointFileManager(location, self._fileio, io_threads=self.settings.io_threads)
 
 

@@ -29,9 +29,9 @@ from ..config import PREFIX, Settings
 from ..errors import CheckpointError, MigrationError, RescaleError
 from ..rescaling.file_sink import COMPACT_INTERVAL_KEY, check_file_sink, compact_interval_setting, record_empty_batch
 from ..rescaling.plan import normalize_checkpoint
-from ..rescaling.runner import CheckpointToolLock, _refuse_if_running_here, _sparkstate_conf
+from ..rescaling.runner import CheckpointToolLock, _refuse_if_running_here, session_s3a, session_sparkstate_conf
 from ..storage import fileio_for, join_path
-from .plan import MigrationPlan, build_plan, plan_for_job
+from .plan import MigrationPlan, OurStores, build_plan, plan_for_job
 
 ProgressFn = Callable[[int, int], None]
 
@@ -66,15 +66,15 @@ def migrate(spark: Any, checkpoint: str, to: str, *, backend: str | None = None,
     checkpoint = normalize_checkpoint(checkpoint)
     fio = fileio_for(checkpoint)
     _refuse_if_running(spark, checkpoint)
-    settings = session_settings(spark)
-    build_plan(checkpoint, to, backend, fio, settings)  # a checkpoint it refuses gets no lock file either
+    ours = session_stores(spark, checkpoint)
+    build_plan(checkpoint, to, backend, fio, ours)  # a checkpoint it refuses gets no lock file either
     lock = CheckpointToolLock(fio, checkpoint)
     try:
         lock.acquire(f"migration to {to}")
     except RescaleError as e:
         raise MigrationError(str(e)) from None
     try:
-        plan = build_plan(checkpoint, to, backend, fio, settings)
+        plan = build_plan(checkpoint, to, backend, fio, ours)
         if not plan.resume:
             for sink in file_sinks:
                 check_file_sink(fileio_for(sink), sink, plan.last_committed_batch)
@@ -92,9 +92,10 @@ def migrate(spark: Any, checkpoint: str, to: str, *, backend: str | None = None,
         seconds=time.perf_counter() - t0)
 
 
-def session_settings(spark: Any) -> Settings:
-    """The sparkstate settings of `spark`'s session (where sparkstate's stores live: `stateLocation`, S3)."""
-    return Settings.parse(_sparkstate_conf(spark))
+def session_stores(spark: Any, checkpoint: str) -> OurStores:
+    """sparkstate's stores of the query at `checkpoint` as `spark`'s session reaches them: its sparkstate
+    settings (`stateLocation`, S3) and its Hadoop conf's `fs.s3a.*` entries."""
+    return OurStores(checkpoint, Settings.parse(session_sparkstate_conf(spark)), session_s3a(spark))
 
 
 def _refuse_if_running(spark: Any, checkpoint: str) -> None:
@@ -113,6 +114,7 @@ def _job_conf(spark: Any, plan: MigrationPlan) -> tuple[dict[str, str], dict[str
     conf.pop(PREFIX + "backend", None)  # the target's is set per side
     hadoop = {k[len("spark.hadoop."):]: v for k, v in spark.sparkContext.getConf().getAll()
               if k.startswith("spark.hadoop.")}
+    hadoop.update(session_s3a(spark))
     return conf, hadoop
 
 

@@ -16,8 +16,8 @@ from ..errors import AlreadyMigratedError, MigrationError
 from ..rescaling.plan import normalize_checkpoint
 from ..rescaling.runner import RescaleSummary, rescale
 from ..storage import fileio_for
-from .plan import PROVIDERS, OurStores, committed_logs, pinned_provider, provider_name, refuse_backend_switch
-from .runner import MigrationSummary, ProgressFn, migrate, session_settings
+from .plan import PROVIDERS, committed_logs, pinned_provider, provider_name, refuse_backend_switch
+from .runner import MigrationSummary, ProgressFn, migrate, session_stores
 
 StepFn = Callable[[str], None]
 
@@ -45,7 +45,7 @@ def migrate_and_rescale(spark: Any, checkpoint: str, to: str, partitions: int, *
     target = PROVIDERS[to]
     if provider == target == PROVIDER_CLASS:
         refuse_backend_switch(fileio_for(checkpoint), checkpoint, last, backend,
-                              OurStores(checkpoint, session_settings(spark)))
+                              session_stores(spark, checkpoint))
     if provider == target and count == partitions:
         raise AlreadyMigratedError(f"the query of {checkpoint} already runs on {to} with {partitions} partitions")
     if PROVIDER_CLASS not in (provider, target):

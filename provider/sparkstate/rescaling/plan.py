@@ -65,6 +65,9 @@ class Plan:
     # ("<op>/<store name>") per old partition, and each operator's stores in the commit log's order
     old_checkpoint_ids: dict[str, list[str | None]] = field(default_factory=dict)
     store_order: dict[str, list[str]] = field(default_factory=dict)
+    # The session's Hadoop `fs.s3a.*` entries (S3 endpoint, credentials) for state on S3. May hold secrets:
+    # shipped to the tasks, never in repr nor in the staging copy of the plan (`to_json(secrets=False)`).
+    hadoop_s3a: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def checkpoint_ids(self) -> bool:
@@ -120,8 +123,11 @@ class Plan:
             groups += [big[:half], big[half:]]
         return sorted(groups)
 
-    def to_json(self) -> str:
+    def to_json(self, secrets: bool = True) -> str:
+        """The plan as the tasks read it; `secrets=False`: without the `fs.s3a.*` entries, for files."""
         doc = asdict(self)
+        if not secrets:
+            doc["hadoop_s3a"] = {}
         return json.dumps(doc, sort_keys=True)
 
     @classmethod
@@ -140,6 +146,7 @@ def store_spec_doc(plan: Plan, store: StorePlan, part: int, instance_id: str) ->
         "numColsPrefixKey": store.num_cols_prefix_key, "numPartitions": plan.new_partitions,
         "minVersionsToRetain": 1 << 30,
         "settings": {**plan.settings_conf, PREFIX + "backend": plan.backend},
+        "hadoopS3a": plan.hadoop_s3a,
     }
 
 
@@ -152,8 +159,9 @@ def normalize_checkpoint(path: str) -> str:
 
 
 def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, str] | None = None,
-               fileio: FileIO | None = None) -> Plan:
-    """Validate the checkpoint and return the plan, or raise RescaleError saying why not."""
+               fileio: FileIO | None = None, hadoop_s3a: dict[str, str] | None = None) -> Plan:
+    """Validate the checkpoint and return the plan, or raise RescaleError saying why not. `hadoop_s3a`: the
+    Hadoop conf's `fs.s3a.*` entries that reach state on S3."""
     if not isinstance(num_partitions, int) or num_partitions < 1:
         raise RescaleError(f"--partitions must be a positive integer, got {num_partitions!r}")
     checkpoint = normalize_checkpoint(checkpoint)
@@ -203,7 +211,7 @@ def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, st
     stores = _discover_stores(fio, checkpoint)
     plan = Plan(checkpoint=checkpoint, old_partitions=old, new_partitions=num_partitions,
                 last_committed_batch=last_commit, backend=settings.backend, settings_conf=settings_conf,
-                stores=tuple(stores), resume_metadata=resume)
+                stores=tuple(stores), resume_metadata=resume, hadoop_s3a=dict(hadoop_s3a or {}))
     if commit.state_unique_ids is not None:
         plan = _with_recorded_ids(plan, commit.state_unique_ids, logs.commit_path(last_commit))
     backend = _check_old_versions(plan)

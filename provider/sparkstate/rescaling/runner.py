@@ -27,7 +27,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager
@@ -97,13 +97,14 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str,
     t0 = time.perf_counter()
     checkpoint = normalize_checkpoint(checkpoint)
     _refuse_if_running_here(spark, checkpoint)
-    settings_conf = _sparkstate_conf(spark)
+    settings_conf = session_sparkstate_conf(spark)
     settings_conf.update({k: v for k, v in (conf or {}).items() if k.startswith(PREFIX)})
+    s3a = {**session_s3a(spark), **s3a_entries(conf or {})}
     fio = fileio_for(checkpoint)
     lock = CheckpointToolLock(fio, checkpoint)
     lock.acquire(f"rescale to {num_partitions} partitions")
     try:
-        plan = build_plan(checkpoint, num_partitions, settings_conf, fio)
+        plan = build_plan(checkpoint, num_partitions, settings_conf, fio, s3a)
         for sink in file_sinks:
             if not plan.resume_metadata:
                 check_file_sink(fileio_for(sink), sink, plan.last_committed_batch)
@@ -111,7 +112,7 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str,
             (conf or {}).get(COMPACT_INTERVAL_KEY) or spark.conf.get(COMPACT_INTERVAL_KEY, None))
         t_plan = time.perf_counter()
         _remove_other_staging(fio, plan)
-        fio.write_bytes_atomic(join_path(plan.staging_dir, "plan.json"), plan.to_json().encode())
+        fio.write_bytes_atomic(join_path(plan.staging_dir, "plan.json"), plan.to_json(secrets=False).encode())
         results = _run_job(spark, plan, fio, progress)
         t_job = time.perf_counter()
         _refuse_if_running_here(spark, checkpoint)
@@ -148,7 +149,9 @@ def _refuse_if_running_here(spark: Any, checkpoint: str) -> None:
                                "(query.stop()) before rescaling its state")
 
 
-def _sparkstate_conf(spark: Any) -> dict[str, str]:
+def session_sparkstate_conf(spark: Any) -> dict[str, str]:
+    """The sparkstate settings of `spark`'s session (full keys), without the backend (the checkpoint's manifests
+    say it) and the worker interpreter (this host's)."""
     out = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(PREFIX)}
     try:
         out.update({k: v for k, v in spark.conf.getAll.items() if k.startswith(PREFIX)})
@@ -156,6 +159,25 @@ def _sparkstate_conf(spark: Any) -> dict[str, str]:
         pass
     out.pop(PREFIX + "backend", None)  # the backend comes from the checkpoint's manifests
     out.pop(PREFIX + "pythonExec", None)
+    return out
+
+
+def session_s3a(spark: Any) -> dict[str, str]:
+    """The `fs.s3a.*` entries of the Hadoop conf `spark`'s queries run with (its `spark.hadoop.fs.s3a.*` keys,
+    core-site.xml, and session confs): what the shim forwards to the workers to reach state on S3."""
+    jconf = spark.sparkContext._jsc.hadoopConfiguration()
+    out = {"fs.s3a." + str(k): str(v) for k, v in dict(jconf.getPropsWithPrefix("fs.s3a.")).items()}
+    out.update(s3a_entries(spark.conf.getAll))
+    return out
+
+
+def s3a_entries(conf: Mapping[str, str]) -> dict[str, str]:
+    """The `fs.s3a.*` entries of a Spark conf, given as `fs.s3a.*` or `spark.hadoop.fs.s3a.*`."""
+    out = {}
+    for key, value in conf.items():
+        key = key.removeprefix("spark.hadoop.")
+        if key.startswith("fs.s3a.") and value is not None:
+            out[key] = str(value)
     return out
 
 
