@@ -103,9 +103,13 @@ def test_after_one_call_times_out_on_every_attempt_the_next_fail_at_once(black_h
     assert len(black_hole.accepted) > sent
 
 
-def test_a_call_in_flight_stops_at_its_next_attempt(black_hole):
+def test_a_call_in_flight_stops_at_its_next_attempt(black_hole, monkeypatch):
     """Calls already waiting on the silent host (a restore's parallel downloads) fail at their next attempt
     instead of using the rest of theirs."""
+    # botocore's jittered backoff between attempts reaches seconds (up to 20 s), longer than the silence
+    # these 0.5 s timeouts make; a fixed short backoff keeps the late call's next attempt inside it.
+    from botocore.retries.standard import ExponentialBackoff
+    monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0.05)
     first = _io(black_hole.endpoint, attempts=2, read_timeout_s=0.5)   # done within about 2 s
     late = _io(black_hole.endpoint, attempts=8, read_timeout_s=0.5)    # its 8 attempts would take 4 s or more
     errors: dict[str, BaseException] = {}
