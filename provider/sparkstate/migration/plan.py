@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
 from ..checkpoint import CheckpointFileManager
-from ..checkpoint.location import StoreLocation, open_fileio, spark_store_location
+from ..checkpoint.location import StoreLocation, open_file_manager, spark_store_location
 from ..checkpoint.recorded_attempts import RecordedStore, held_attempt, match_recorded_ids
 from ..checkpoint.spark_logs import (
     PROVIDER_CLASS_CONF,
@@ -267,21 +267,18 @@ def refuse_backend_switch(fio: FileIO, checkpoint: str, last_committed: int, bac
 
 class OurStores:
     """sparkstate's stores of the query at `checkpoint`: under it, or under the `stateLocation` of `settings`
-    (checkpoint.location), opened on one FileIO with the storage options of `settings` and the Hadoop conf's
-    `fs.s3a.*` entries `hadoop_s3a` (S3 endpoint, credentials)."""
+    (checkpoint.location), opened with the storage options of `settings` and the Hadoop conf's `fs.s3a.*`
+    entries `hadoop_s3a` (S3 endpoint, credentials)."""
 
     def __init__(self, checkpoint: str, settings: Settings, hadoop_s3a: Mapping[str, str] | None = None) -> None:
         self.checkpoint, self.settings = checkpoint, settings
         self._hadoop_s3a = dict(hadoop_s3a or {})
-        self._fileio: FileIO | None = None
 
     def file_manager(self, store: StoreToCopy, partition: int) -> CheckpointFileManager:
         location = StoreLocation(spark_store_location(self.checkpoint, store.operator_id, partition, store.store_name),
                                  store.operator_id, partition, store.store_name,
                                  self.settings.state_location).state_location()
-        if self._fileio is None:
-            self._fileio = open_fileio(location, self.settings, self._hadoop_s3a)
-        return CheckpointFileManager(location, self._fileio, io_threads=self.settings.io_threads)
+        return open_file_manager(location, self.settings, self._hadoop_s3a)
 
 
 def _our_backend(ours: OurStores, store: StoreToCopy, version: int) -> str:
