@@ -1,6 +1,7 @@
 package io.sparkstate;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.sparkstate.channel.EmbeddedDataChannel;
 import java.io.ByteArrayOutputStream;
 import java.io.File;
 import java.io.IOException;
@@ -25,7 +26,7 @@ import org.slf4j.LoggerFactory;
  * calls Python gets its own {@code SharedInterpreter}, all sharing one set of modules, so a store opened
  * from one task thread is reachable from the next. Calls take the GIL for their duration only.
  */
-final class EmbeddedPython {
+final class EmbeddedPython implements EmbeddedDataChannel.Interpreter {
   private static final Logger LOG = LoggerFactory.getLogger(EmbeddedPython.class);
   private static EmbeddedPython instance; // guarded by EmbeddedPython.class
 
@@ -37,9 +38,6 @@ final class EmbeddedPython {
       "                  'path': [p for p in sys.path if p],",
       "                  'version': '%d.%d' % sys.version_info[:2],",
       "                  'executable': sys.executable}))");
-
-  /** The global name of sparkstate.worker.embedded, imported into every thread's interpreter. */
-  static final String ENTRY_MODULE = "sparkstate_embedded";
 
   final String pythonExec;
   private final Method invoke;
@@ -153,8 +151,8 @@ final class EmbeddedPython {
     }
   }
 
-  /** Calls the module-level function {@code name} ("module.function") on this thread's interpreter. */
-  Object invoke(String name, Object... args) {
+  @Override
+  public Object invoke(String name, Object... args) {
     try {
       return invoke.invoke(interpreter.get(), name, args);
     } catch (InvocationTargetException e) {
@@ -164,8 +162,8 @@ final class EmbeddedPython {
     }
   }
 
-  /** A callable evaluated from {@code expression}, bound to this thread's interpreter. */
-  Object callable(String expression) {
+  @Override
+  public Object callable(String expression) {
     try {
       return getValue.invoke(interpreter.get(), expression, pyCallableClass);
     } catch (InvocationTargetException e) {
@@ -175,8 +173,8 @@ final class EmbeddedPython {
     }
   }
 
-  /** Calls a callable from {@link #callable} on the thread that made it. */
-  Object call(Object callable, Object... args) {
+  @Override
+  public Object call(Object callable, Object... args) {
     try {
       return call.invoke(callable, (Object) args);
     } catch (InvocationTargetException e) {

@@ -1,5 +1,7 @@
 package io.sparkstate;
 
+import io.sparkstate.channel.DataChannel;
+import io.sparkstate.channel.EmbeddedDataChannel;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 

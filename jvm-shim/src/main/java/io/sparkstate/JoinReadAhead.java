@@ -1,5 +1,6 @@
 package io.sparkstate;
 
+import io.sparkstate.channel.ScanChunk;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;

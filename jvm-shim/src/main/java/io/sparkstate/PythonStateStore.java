@@ -1,6 +1,8 @@
 package io.sparkstate;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.sparkstate.channel.DataChannel;
+import io.sparkstate.channel.ScanChunk;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.HashMap;

@@ -1,5 +1,6 @@
 package io.sparkstate;
 
+import io.sparkstate.channel.CallTracker;
 import java.util.function.Supplier;
 
 /**

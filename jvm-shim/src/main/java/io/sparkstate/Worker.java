@@ -1,5 +1,7 @@
 package io.sparkstate;
 
+import io.sparkstate.channel.CallTracker;
+import io.sparkstate.channel.DataChannel;
 import org.apache.spark.SparkEnv;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;

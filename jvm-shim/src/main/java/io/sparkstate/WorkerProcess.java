@@ -1,6 +1,10 @@
 package io.sparkstate;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import io.sparkstate.channel.DataChannel;
+import io.sparkstate.channel.Py4jDataChannel;
+import io.sparkstate.channel.ShmDataChannel;
+import io.sparkstate.channel.SocketDataChannel;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.nio.ByteBuffer;
@@ -21,9 +25,9 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
+import javax.net.SocketFactory;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import javax.net.SocketFactory;
 import py4j.CallbackClient;
 import py4j.GatewayServer;
 
@@ -264,7 +268,7 @@ final class WorkerProcess extends Worker {
   @Override
   protected DataChannel openChannel() {
     if (transport.equals("py4j")) {
-      return new Py4jDataChannel(control, this);
+      return new Py4jDataChannel(control::data, this);
     }
     if (transport.equals(ShimSettings.SHM) && ShmDataChannel.supported()) {
       try {

@@ -1,5 +1,6 @@
 package io.sparkstate;
 
+import io.sparkstate.channel.FramesTest;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
@@ -50,19 +51,19 @@ public final class ShimTests {
 
   // ---- assertions -------------------------------------------------------------------------------------
 
-  static void check(boolean condition, String what) {
+  public static void check(boolean condition, String what) {
     if (!condition) {
       throw new AssertionError(what);
     }
   }
 
-  static void equal(Object expected, Object actual, String what) {
+  public static void equal(Object expected, Object actual, String what) {
     if (!java.util.Objects.deepEquals(expected, actual)) {
       throw new AssertionError(what + ": expected " + show(expected) + ", got " + show(actual));
     }
   }
 
-  static <T extends Throwable> T raises(Class<T> type, Runnable body, String what) {
+  public static <T extends Throwable> T raises(Class<T> type, Runnable body, String what) {
     try {
       body.run();
     } catch (Throwable e) {

@@ -1,4 +1,4 @@
-package io.sparkstate;
+package io.sparkstate.channel;
 
 /**
  * A failure on a data channel, of one of three kinds: an error the worker reported in an error frame (the
@@ -6,7 +6,7 @@ package io.sparkstate;
  * thread interrupted in the middle of an exchange (the channel is dirty, the worker is fine: a cancelled
  * task is not a dead worker).
  */
-final class DataChannelException extends RuntimeException {
+public final class DataChannelException extends RuntimeException {
   private final boolean transportFailure;
   private final boolean interrupted;
 
@@ -25,11 +25,11 @@ final class DataChannelException extends RuntimeException {
     return new DataChannelException(message, false, true, cause);
   }
 
-  boolean isTransportFailure() {
+  public boolean isTransportFailure() {
     return transportFailure;
   }
 
-  boolean isInterrupted() {
+  public boolean isInterrupted() {
     return interrupted;
   }
 }

@@ -1,4 +1,4 @@
-package io.sparkstate;
+package io.sparkstate.channel;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -9,12 +9,30 @@ import java.nio.ByteOrder;
  * call needs no arguments (argument conversion costs more than the call). A sync response comes back in
  * a second direct buffer; one too large for it is fetched as a byte array.
  */
-final class EmbeddedDataChannel extends FramedDataChannel {
-  private static final String MODULE = EmbeddedPython.ENTRY_MODULE + ".";
+public final class EmbeddedDataChannel extends FramedDataChannel {
+  /**
+   * The embedded interpreter as a channel calls it: functions of {@code sparkstate.worker.embedded}, known
+   * in every thread's interpreter as {@link #ENTRY_MODULE}.
+   */
+  public interface Interpreter {
+    /** The global name of sparkstate.worker.embedded, imported into every thread's interpreter. */
+    String ENTRY_MODULE = "sparkstate_embedded";
+
+    /** Calls the module-level function {@code name} ("module.function") on this thread's interpreter. */
+    Object invoke(String name, Object... args);
+
+    /** A callable evaluated from {@code expression}, bound to this thread's interpreter. */
+    Object callable(String expression);
+
+    /** Calls a callable from {@link #callable} on the thread that made it. */
+    Object call(Object callable, Object... args);
+  }
+
+  private static final String MODULE = Interpreter.ENTRY_MODULE + ".";
   private static final int LENGTH_BYTES = 4;
   private static final int RESPONSE_BYTES = 64 * 1024;
 
-  private final EmbeddedPython python;
+  private final Interpreter python;
   private final int channelId;
   /** The pump callable of each thread that used this channel (Jep binds callables to their thread). */
   private final ThreadLocal<Object> pump;
@@ -22,7 +40,7 @@ final class EmbeddedDataChannel extends FramedDataChannel {
   private final ByteBuffer in;
   private boolean dirty;
 
-  private EmbeddedDataChannel(EmbeddedPython python, int channelId, ByteBuffer out, ByteBuffer in) {
+  private EmbeddedDataChannel(Interpreter python, int channelId, ByteBuffer out, ByteBuffer in) {
     super(CallTracker.NONE); // no process to watch: a call into the embedded interpreter runs on this thread
     this.python = python;
     this.channelId = channelId;
@@ -31,7 +49,7 @@ final class EmbeddedDataChannel extends FramedDataChannel {
     this.in = in;
   }
 
-  static EmbeddedDataChannel open(EmbeddedPython python, String workerId) {
+  public static EmbeddedDataChannel open(Interpreter python, String workerId) {
     ByteBuffer out = direct(LENGTH_BYTES + 2 * Frames.FLUSH_BYTES);
     ByteBuffer in = direct(RESPONSE_BYTES);
     try {

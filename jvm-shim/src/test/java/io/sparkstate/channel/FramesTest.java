@@ -1,4 +1,4 @@
-package io.sparkstate;
+package io.sparkstate.channel;
 
 import static io.sparkstate.ShimTests.check;
 import static io.sparkstate.ShimTests.equal;
@@ -11,7 +11,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 /** Frame encoding and response decoding of FramedDataChannel (docs/architecture.md §4), without a worker. */
-final class FramesTest {
+public final class FramesTest {
   /** Records every frame it is handed and answers sync frames with a prepared response. */
   static final class Recording extends FramedDataChannel {
     final List<ByteBuffer> sent = new ArrayList<>();

@@ -1,7 +1,10 @@
-package io.sparkstate;
+package io.sparkstate.channel;
 
-/** Records which call a worker is serving (see {@link Worker}); the data channels report through it. */
-interface CallTracker {
+/**
+ * Records which call a worker is serving, so a hung worker is named with the call it hung in (the worker
+ * implements it); the data channels report through it.
+ */
+public interface CallTracker {
   /** A call that waits on the worker starts; {@code handle} is the store handle, or -1. */
   void beginCall(String op, int handle);
 

@@ -1,4 +1,4 @@
-package io.sparkstate;
+package io.sparkstate.channel;
 
 import java.util.List;
 
@@ -8,7 +8,7 @@ import java.util.List;
  * is used by one leasing task at a time; implementations are nonetheless synchronized so a stray second
  * thread of the same task cannot interleave frames.
  */
-interface DataChannel extends AutoCloseable {
+public interface DataChannel extends AutoCloseable {
   /** Buffers a put; {@code key} and {@code value} are owned by the channel from now on. */
   void put(int handle, byte[] key, byte[] value);
 

@@ -1,4 +1,4 @@
-package io.sparkstate;
+package io.sparkstate.channel;
 
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
@@ -51,7 +51,7 @@ abstract class FramedDataChannel implements DataChannel {
 
   private final Map<Integer, PendingBatch> pending = new LinkedHashMap<>();
   private int pendingBytes;
-  /** Told of every call that waits on the worker, so a hung one can be named (see {@link Worker}). */
+  /** Told of every call that waits on the worker, so a hung one can be named. */
   private final CallTracker tracker;
 
   protected FramedDataChannel(CallTracker tracker) {

@@ -1,4 +1,4 @@
-package io.sparkstate;
+package io.sparkstate.channel;
 
 import java.util.concurrent.atomic.AtomicBoolean;
 

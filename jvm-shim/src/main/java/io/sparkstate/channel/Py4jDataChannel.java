@@ -1,4 +1,4 @@
-package io.sparkstate;
+package io.sparkstate.channel;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -8,14 +8,19 @@ import java.nio.ByteOrder;
  * call. Slow for bulk data (py4j moves byte[] as base64, about 21 MB/s towards Python) but needs no
  * socket, which makes it the simple path to compare the socket transport against.
  */
-final class Py4jDataChannel extends FramedDataChannel {
-  private final WorkerControl control;
+public final class Py4jDataChannel extends FramedDataChannel {
+  /** The worker's {@code data} call: one request frame in, its response bytes out (empty for async frames). */
+  public interface Endpoint {
+    byte[] data(byte[] frame);
+  }
+
+  private final Endpoint endpoint;
   private ByteBuffer frame;
   private boolean dirty;
 
-  Py4jDataChannel(WorkerControl control, CallTracker tracker) {
+  public Py4jDataChannel(Endpoint endpoint, CallTracker tracker) {
     super(tracker);
-    this.control = control;
+    this.endpoint = endpoint;
   }
 
   @Override
@@ -40,7 +45,7 @@ final class Py4jDataChannel extends FramedDataChannel {
     byte[] bytes = frame.array();
     frame = null;
     try {
-      byte[] response = control.data(bytes);
+      byte[] response = endpoint.data(bytes);
       dirty = false;
       return response;
     } catch (py4j.Py4JNetworkException e) {

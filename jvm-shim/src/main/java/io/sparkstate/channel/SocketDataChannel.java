@@ -1,4 +1,4 @@
-package io.sparkstate;
+package io.sparkstate.channel;
 
 import java.io.IOException;
 import java.net.StandardProtocolFamily;
@@ -15,9 +15,9 @@ import java.nio.channels.SocketChannel;
  *
  * <p>NIO closes a socket under a thread interrupted while it blocks on it: the exchange is then abandoned
  * (the channel is dirty, the error says interrupted, not worker failure) and the lease drains the worker
- * before anyone else uses it (Worker#resetChannelIfDirty).
+ * before anyone else uses it ({@code Worker#resetChannelIfDirty}).
  */
-final class SocketDataChannel extends QueuedFrameChannel {
+public final class SocketDataChannel extends QueuedFrameChannel {
   private static final int READ_BUFFER_BYTES = 64 * 1024;
 
   private final String socketPath;
@@ -32,7 +32,7 @@ final class SocketDataChannel extends QueuedFrameChannel {
     this.channel = channel;
   }
 
-  static SocketDataChannel connect(String socketPath, CallTracker tracker) {
+  public static SocketDataChannel connect(String socketPath, CallTracker tracker) {
     try {
       SocketChannel ch = SocketChannel.open(StandardProtocolFamily.UNIX);
       ch.connect(UnixDomainSocketAddress.of(socketPath));

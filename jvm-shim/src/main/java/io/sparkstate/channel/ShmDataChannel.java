@@ -1,4 +1,4 @@
-package io.sparkstate;
+package io.sparkstate.channel;
 
 import java.io.IOException;
 import java.lang.invoke.MethodHandles;
@@ -33,10 +33,10 @@ import java.util.function.BooleanSupplier;
  * both sides have mapped it, so nothing is left behind.
  *
  * <p>An interrupted task thread does not abandon a request: it keeps waiting for the answer (a hung
- * worker is killed by {@link WorkerWatchdog}, which ends the wait) and returns with its interrupt flag
+ * worker is killed by the shim's watchdog, which ends the wait) and returns with its interrupt flag
  * set, so the channel stays clean and Spark's own checks end the task.
  */
-final class ShmDataChannel extends QueuedFrameChannel {
+public final class ShmDataChannel extends QueuedFrameChannel {
   static final int HEADER_BYTES = 4096;
   static final int CAPACITY = 1 << 20;
   private static final int REQ_SEQ = 0;
@@ -83,21 +83,21 @@ final class ShmDataChannel extends QueuedFrameChannel {
   }
 
   /** Linux on x86-64, whose ordered stores the worker's side relies on; elsewhere the socket is used. */
-  static boolean supported() {
+  public static boolean supported() {
     String os = System.getProperty("os.name", "").toLowerCase(java.util.Locale.ROOT);
     String arch = System.getProperty("os.arch", "").toLowerCase(java.util.Locale.ROOT);
     return os.startsWith("linux") && (arch.equals("amd64") || arch.equals("x86_64"));
   }
 
   /** The segment could not be created (no room in /dev/shm, say): the caller uses the socket instead. */
-  static final class SegmentUnavailable extends Exception {
+  public static final class SegmentUnavailable extends Exception {
     SegmentUnavailable(String message, Throwable cause) {
       super(message, cause);
     }
   }
 
   /** Connects to the worker's data socket and moves the connection to a new shared-memory segment. */
-  static ShmDataChannel attach(String socketPath, String shmDir, BooleanSupplier workerAlive, CallTracker tracker)
+  public static ShmDataChannel attach(String socketPath, String shmDir, BooleanSupplier workerAlive, CallTracker tracker)
       throws SegmentUnavailable {
     Path dir = null;
     Path file = null;
