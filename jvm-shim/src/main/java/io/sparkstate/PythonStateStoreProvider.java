@@ -2,7 +2,6 @@ package io.sparkstate;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import io.sparkstate.channel.DataChannelException;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ExecutorService;
@@ -11,8 +10,6 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.function.BiFunction;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.spark.TaskContext;
-import org.apache.spark.TaskKilledException;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
@@ -487,64 +484,9 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
         + id.storeCheckpointLocation() + "]";
   }
 
-  /**
-   * The exception to throw for a failed worker call: a dead worker or broken transport becomes
-   * {@link WorkerFailedException}, an error raised in Python becomes {@link PythonStoreException};
-   * both name the store and carry the original message.
-   */
+  /** The exception to throw for a failed worker call on this store at {@code version} ({@link StoreFailures}). */
   RuntimeException failure(String action, long version, Worker worker, RuntimeException e) {
-    if (e instanceof PythonStoreException || e instanceof TaskKilledException) {
-      return e;
-    }
-    String named = describe(version) + ": cannot " + withoutObject(action) + ": ";
-    if (e instanceof DataChannelException && ((DataChannelException) e).isInterrupted()) {
-      // A cancelled task, not a dead worker: the lease resets the channel and drains the worker when the
-      // task ends (WorkerLease#release), and the worker keeps its other stores.
-      TaskContext task = TaskContext.get();
-      if (task != null && task.isInterrupted()) {
-        return new TaskKilledException(task.getKillReason().getOrElse(() -> "interrupted in "
-            + withoutObject(action) + " of " + describe(version)));
-      }
-      return new PythonStoreException(named + e.getMessage(), e);
-    }
-    if (e instanceof WorkerFailedException) { // raised below the store (pool, channel): add the store's name
-      String msg = String.valueOf(e.getMessage());
-      return msg.startsWith("sparkstate store [") ? e
-          : new WorkerFailedException(named + msg, e);
-    }
-    boolean transport = brokenControlConnection(e)
-        || (e instanceof DataChannelException && ((DataChannelException) e).isTransportFailure());
-    if (worker != null && (transport || !worker.isAlive())) {
-      return worker.failure(action + " " + describe(version), e);
-    }
-    if (e instanceof py4j.Py4JException) {
-      String reported = PythonStoreException.reportedError(e.getMessage());
-      if (reported != null) { // one line; the Python traceback is in the worker's stderr, not repeated here
-        return new PythonStoreException(named + reported, null);
-      }
-    }
-    if (e instanceof DataChannelException || e instanceof py4j.Py4JException || e instanceof PythonRaisedException) {
-      return new PythonStoreException(named + e.getMessage(), e);
-    }
-    return e;
-  }
-
-  /** A py4j call that failed on its connection (py4j wraps the network error in a plain Py4JException). */
-  static boolean brokenControlConnection(Throwable e) {
-    for (Throwable t = e; t != null; t = t.getCause()) {
-      if (t instanceof py4j.Py4JNetworkException) {
-        return true;
-      }
-    }
-    return false;
-  }
-
-  /**
-   * An action phrased to take the store as its object ("read metrics of") without it, for messages that
-   * name the store first ("sparkstate store [...]: cannot read metrics: ...").
-   */
-  static String withoutObject(String action) {
-    return action.endsWith(" of") ? action.substring(0, action.length() - 3) : action;
+    return StoreFailures.classify(describe(version), action, worker, e);
   }
 
   /**
