@@ -39,13 +39,8 @@ import scala.runtime.BoxedUnit;
  * {@code upgradeReadStoreToWriteStore}, as the write store. A store that never wrote is left as loaded on
  * abort (no Python call), so the next batch can reuse the live database.
  *
- * <p>A get of a key the {@link KeyFilter} has never seen is answered here, without the worker. The filter
- * is trusted only while it holds every key the store can hold: from the provider (an empty store, or the
- * version this provider committed last) or, failing that, once a full scan ({@code iterator()}) has run to
- * its end, since every key the worker has passes through it and every put goes into the filter first.
- * Spark's eviction passes (watermarks of dropDuplicates, joins, aggregations) are such scans, so a store
- * restored from the checkpoint gets its filter without a scan of its own. A trusted filter is handed to
- * the provider on commit and taken up by the next batch's store.
+ * <p>A get of a key the store cannot hold is answered here, without the worker, by its
+ * {@link StoreKeyFilter}, which every put and full scan keeps current.
  */
 final class PythonStateStore implements StateStore {
   private static final Logger LOG = LoggerFactory.getLogger(PythonStateStore.class);
@@ -67,11 +62,7 @@ final class PythonStateStore implements StateStore {
   private JsonNode commitMetrics;
   private Option<String> checkpointId = Option.empty();      // the committed attempt's id (format v2)
   private Option<String> baseCheckpointId = Option.empty();  // the id of the version it was built on
-  /** Holds every key the store can hold; null: ask the worker. */
-  private KeyFilter keyFilter;
-  /** The keys of a full scan that has not ended yet, and of the puts made since it began: the next filter. */
-  private KeyFilter.Builder pendingKeys;
-  private long filteredGets;
+  private final StoreKeyFilter keys;
   /**
    * Values fetched ahead of the gets about to come ({@link JoinReadAhead}), by storage key, kept current
    * by this store's own puts and removes; null: none.
@@ -91,7 +82,7 @@ final class PythonStateStore implements StateStore {
     this.version = version;
     this.readOnly = readOnly;
     this.codec = codec;
-    this.keyFilter = keyFilter;
+    this.keys = new StoreKeyFilter(keyFilter, provider.keyFilterMaxKeys(), codec);
   }
 
   boolean belongsTo(PythonStateStoreProvider p) {
@@ -132,9 +123,7 @@ final class PythonStateStore implements StateStore {
     checkColumnFamily(colFamilyName);
     checkUpdating("get");
     byte[] storageKey = codec.storageKey(key, false);
-    KeyFilter filter = keyFilter;
-    if (filter != null && !filter.mightContain(storageKey)) {
-      filteredGets++;
+    if (!keys.mayHold(storageKey)) {
       return null;
     }
     Map<ByteBuffer, byte[]> ahead = readAhead;
@@ -167,9 +156,7 @@ final class PythonStateStore implements StateStore {
     checkColumnFamily(colFamilyName);
     checkUpdating("prefixScan");
     byte[] prefix = codec.scanPrefix(prefixKey);
-    KeyFilter filter = keyFilter;
-    if (filter != null && !filter.mightContain(prefix)) { // every key's scan prefix goes in with the key
-      filteredGets++;
+    if (!keys.mayHold(prefix)) { // every key's scan prefix goes in with the key
       return new StateStoreIterator<>(scala.collection.Iterator$.MODULE$.<UnsafeRowPair>empty(),
           () -> BoxedUnit.UNIT);
     }
@@ -180,15 +167,7 @@ final class PythonStateStore implements StateStore {
     JoinReadAhead ahead = prefix.length == 0
         ? JoinReadAhead.forFullScan(provider.stateStoreId(), provider.keySchema(), provider.valueSchema(), codec, lease)
         : null;
-    KeyFilter.Builder feed = null;
-    if (prefix.length == 0 && provider.keyFilterMaxKeys() > 0) {
-      synchronized (this) {
-        if (pendingKeys == null && (keyFilter == null || keyFilter.worn())) {
-          pendingKeys = new KeyFilter.Builder(provider.keyFilterMaxKeys());
-        }
-        feed = pendingKeys;
-      }
-    }
+    KeyFilter.Builder feed = prefix.length == 0 ? keys.fullScanStarts() : null;
     ScanChunk first;
     try {
       first = channel().scanOpen(handle, prefix);
@@ -230,7 +209,7 @@ final class PythonStateStore implements StateStore {
       this.ahead = ahead;
       this.closed = first.done && first.count == 0;
       if (closed) {
-        reachedEnd();
+        keys.fullScanEnded(feed);
       }
     }
 
@@ -239,7 +218,7 @@ final class PythonStateStore implements StateStore {
       while (!closed && index >= chunk.count) {
         if (chunk.done) {
           finished();
-          reachedEnd();
+          keys.fullScanEnded(feed);
           return false;
         }
         try {
@@ -265,7 +244,7 @@ final class PythonStateStore implements StateStore {
       int klen = chunk.keyLengths[index];
       int vlen = chunk.valueLengths[index];
       if (feed != null) {
-        addKey(chunk.data, offset, klen, null, feed);
+        keys.scanned(feed, chunk.data, offset, klen);
       }
       UnsafeRow key = codec.keyRow(chunk.data, offset, klen);
       UnsafeRow value = codec.valueRow(chunk.data, offset + klen, vlen);
@@ -278,19 +257,6 @@ final class PythonStateStore implements StateStore {
       closed = true;
       synchronized (PythonStateStore.this) {
         openScans.remove(this);
-      }
-    }
-
-    /** A full scan saw every key: its filter, with the puts made meanwhile, holds all the store has. */
-    private void reachedEnd() {
-      if (feed == null) {
-        return;
-      }
-      synchronized (PythonStateStore.this) {
-        if (feed == pendingKeys) {
-          keyFilter = feed.build();
-          pendingKeys = null;
-        }
       }
     }
 
@@ -307,28 +273,6 @@ final class PythonStateStore implements StateStore {
         } catch (RuntimeException e) {
           LOG.debug("sparkstate: cannot close a scan cursor of {}", provider.describe(version), e);
         }
-      }
-    }
-  }
-
-  /**
-   * A storage key and, in a store with prefix scans, its scan prefix (so prefixScan can ask the filter
-   * too) into the trusted filter and the one being built, whichever exist; each hashed once.
-   */
-  private void addKey(byte[] data, int off, int len, KeyFilter filter, KeyFilter.Builder pending) {
-    long h = KeyFilter.hash(data, off, len);
-    int prefixLength = codec.scanPrefixLength(data, off);
-    long prefixHash = prefixLength > 0 ? KeyFilter.hash(data, off, prefixLength) : 0;
-    if (filter != null) {
-      filter.addHash(h);
-      if (prefixLength > 0) {
-        filter.addHash(prefixHash);
-      }
-    }
-    if (pending != null) {
-      pending.addHash(h);
-      if (prefixLength > 0) {
-        pending.addHash(prefixHash);
       }
     }
   }
@@ -374,9 +318,7 @@ final class PythonStateStore implements StateStore {
     if (readAhead != null) {
       readAhead.computeIfPresent(ByteBuffer.wrap(storageKey), (k, old) -> valueBytes);
     }
-    if (keyFilter != null || pendingKeys != null) {
-      addKey(storageKey, 0, storageKey.length, keyFilter, pendingKeys);
-    }
+    keys.put(storageKey);
     try {
       channel().put(handle, storageKey, valueBytes);
     } catch (RuntimeException e) {
@@ -426,7 +368,7 @@ final class PythonStateStore implements StateStore {
       commitMetrics = result.get("metrics");
       checkpointId = optionalText(result, "checkpointId");
       baseCheckpointId = optionalText(result, "baseCheckpointId");
-      filter = keyFilter;
+      filter = keys.trusted();
     }
     provider.keyFilterCommitted(newVersion, checkpointId, filter);
     if (!lease.isTaskScoped()) {
@@ -510,9 +452,9 @@ final class PythonStateStore implements StateStore {
     synchronized (this) {
       current = state;
       cached = commitMetrics;
-      filtered = filteredGets;
+      filtered = keys.filteredGets();
       aheadGets = readAheadGets;
-      filterBytes = keyFilter == null ? 0 : keyFilter.sizeInBytes();
+      filterBytes = keys.sizeInBytes();
     }
     // commit's "metrics" saves a call when it has the metrics() shape; otherwise ask the worker.
     if (current == State.COMMITTED && cached != null && cached.has("numKeys")) {

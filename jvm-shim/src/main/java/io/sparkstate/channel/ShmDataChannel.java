@@ -97,8 +97,8 @@ public final class ShmDataChannel extends QueuedFrameChannel {
   }
 
   /** Connects to the worker's data socket and moves the connection to a new shared-memory segment. */
-  public static ShmDataChannel attach(String socketPath, String shmDir, BooleanSupplier workerAlive, CallTracker tracker)
-      throws SegmentUnavailable {
+  public static ShmDataChannel attach(String socketPath, String shmDir, BooleanSupplier workerAlive,
+      CallTracker tracker) throws SegmentUnavailable {
     Path dir = null;
     Path file = null;
     SocketChannel socket = null;
