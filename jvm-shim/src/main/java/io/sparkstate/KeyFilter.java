@@ -19,10 +19,10 @@ import org.apache.spark.unsafe.Platform;
  * built by a scan ({@link Builder}) is a single segment sized for twice the keys it saw. Past
  * {@code maxKeys} it stops answering ({@link #saturated}): every get then goes to the worker.
  *
- * <p>Which versions a filter covers, and when it is trusted, is the provider's and the store's business
- * (see {@link PythonStateStoreProvider#keyFilterFor}); this class is only the set. Not synchronized: one task
- * thread adds and asks. A second attempt of the same partition in the same executor may share it; its adds
- * race only with bits the first attempt does not need.
+ * <p>Which versions a filter covers, and when it is trusted, is the business of {@link KeyFilterHandover}
+ * (between batches) and {@link StoreKeyFilter} (within one); this class is only the set. Not synchronized:
+ * one task thread adds and asks. A second attempt of the same partition in the same executor may share it;
+ * its adds race only with bits the first attempt does not need.
  */
 final class KeyFilter {
   static final int FIRST_CAPACITY = 4096;

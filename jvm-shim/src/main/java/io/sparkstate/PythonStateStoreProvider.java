@@ -68,11 +68,8 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
 
   private Worker holder; // guarded by this: the worker that has the store open, or null
   private int handle = -1; // guarded by this: the store's handle on holder
-  // guarded by this: a key filter holding every key of committed version keyFilterVersion (attempt
-  // keyFilterCheckpointId under checkpoint format v2), as this provider's last commit left it
-  private KeyFilter keyFilter;
-  private long keyFilterVersion = -1;
-  private String keyFilterCheckpointId = "";
+  /** The key filter this provider's last commit left, for the store the next batch loads. */
+  private final KeyFilterHandover keyFilters = new KeyFilterHandover();
 
   /** Cheap on purpose: the driver creates throw-away instances just to read supportedCustomMetrics. */
   public PythonStateStoreProvider() {
@@ -297,33 +294,14 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     }
     String checkpointId = idOf(ckptId);
     // Version 0 is the empty state before a query's first batch.
-    return open(version, readOnly, "load", keyFilterFor(version, checkpointId, loadEmpty || version == 0),
+    KeyFilter keyFilter = keyFilters.forLoad(version, checkpointId, loadEmpty || version == 0, keyFilterMaxKeys);
+    return open(version, readOnly, "load", keyFilter,
         (control, h) -> loadEmpty ? control.loadEmpty(h, version) : control.load(h, version, checkpointId));
   }
 
-  /**
-   * The key filter a store loaded at {@code version} may trust for its gets: a new one for an empty store;
-   * the one this provider's last commit left, if that commit made exactly this version (and attempt); else
-   * null, and the store asks the worker until a full scan has shown it every key (PythonStateStore).
-   * A version another executor committed, or one rewritten offline, never matches: this provider did not
-   * commit it (a new query run makes new providers).
-   */
-  private synchronized KeyFilter keyFilterFor(long version, String checkpointId, boolean empty) {
-    if (keyFilterMaxKeys == 0) {
-      return null;
-    }
-    if (empty) {
-      return new KeyFilter(keyFilterMaxKeys);
-    }
-    boolean sameAttempt = checkpointId.isEmpty() || checkpointId.equals(keyFilterCheckpointId);
-    return keyFilter != null && keyFilterVersion == version && sameAttempt ? keyFilter : null;
-  }
-
   /** A store committed {@code version} with {@code filter} (null: it had none it could trust). */
-  synchronized void keyFilterCommitted(long version, Option<String> checkpointId, KeyFilter filter) {
-    keyFilter = filter;
-    keyFilterVersion = filter == null ? -1 : version;
-    keyFilterCheckpointId = idOf(checkpointId);
+  void keyFilterCommitted(long version, Option<String> checkpointId, KeyFilter filter) {
+    keyFilters.committed(version, idOf(checkpointId), filter);
   }
 
   /** Keys this store's filter may hold; 0: it keeps none (turned off, or a store no filter would serve). */
@@ -459,9 +437,8 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
       h = handle;
       holder = null;
       handle = -1;
-      keyFilter = null;
-      keyFilterVersion = -1;
     }
+    keyFilters.drop();
     if (worker != null && h >= 0) {
       WorkerPool.get().storeLeft(worker);
     }
