@@ -3,12 +3,9 @@ package io.sparkstate;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.sparkstate.channel.DataChannel;
 import io.sparkstate.channel.ScanChunk;
-import java.nio.ByteBuffer;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
-import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.Set;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
@@ -39,8 +36,9 @@ import scala.runtime.BoxedUnit;
  * {@code upgradeReadStoreToWriteStore}, as the write store. A store that never wrote is left as loaded on
  * abort (no Python call), so the next batch can reuse the live database.
  *
- * <p>A get of a key the store cannot hold is answered here, without the worker, by its
- * {@link StoreKeyFilter}, which every put and full scan keeps current.
+ * <p>Some gets are answered without the worker: of a key the store cannot hold, by its
+ * {@link StoreKeyFilter}; of a key a join's eviction pass fetched ahead, by its {@link ReadAheadCache}.
+ * The store tells both of its puts (and the cache of its removes), so their answers stay the worker's.
  */
 final class PythonStateStore implements StateStore {
   private static final Logger LOG = LoggerFactory.getLogger(PythonStateStore.class);
@@ -63,15 +61,7 @@ final class PythonStateStore implements StateStore {
   private Option<String> checkpointId = Option.empty();      // the committed attempt's id (format v2)
   private Option<String> baseCheckpointId = Option.empty();  // the id of the version it was built on
   private final StoreKeyFilter keys;
-  /**
-   * Values fetched ahead of the gets about to come ({@link JoinReadAhead}), by storage key, kept current
-   * by this store's own puts and removes; null: none.
-   */
-  private Map<ByteBuffer, byte[]> readAhead;
-  private long readAheadGets;
-  /** How many gets the latest fetch ahead answered: none means the guess of what comes next was wrong. */
-  private int readAheadHits;
-  private static final byte[] READ_AHEAD_ABSENT = new byte[0];
+  private final ReadAheadCache readAhead = new ReadAheadCache();
 
   PythonStateStore(PythonStateStoreProvider provider, WorkerLease lease, int handle, long version, boolean readOnly,
       KeyCodec codec, KeyFilter keyFilter) {
@@ -126,14 +116,9 @@ final class PythonStateStore implements StateStore {
     if (!keys.mayHold(storageKey)) {
       return null;
     }
-    Map<ByteBuffer, byte[]> ahead = readAhead;
-    if (ahead != null) {
-      byte[] fetched = ahead.get(ByteBuffer.wrap(storageKey));
-      if (fetched != null) {
-        readAheadHits++;
-        readAheadGets++;
-        return fetched == READ_AHEAD_ABSENT ? null : codec.valueRow(fetched.clone(), 0, fetched.length);
-      }
+    byte[] fetched = readAhead.get(storageKey);
+    if (fetched != null) {
+      return fetched == ReadAheadCache.ABSENT ? null : codec.valueRow(fetched, 0, fetched.length);
     }
     byte[] value;
     try {
@@ -284,8 +269,7 @@ final class PythonStateStore implements StateStore {
    */
   boolean fetchAhead(List<byte[]> storageKeys) {
     checkUpdating("get");
-    if (readAhead != null && readAheadHits == 0) {
-      readAhead = null;
+    if (!readAhead.worthFetching()) {
       return false;
     }
     byte[][] values;
@@ -294,12 +278,7 @@ final class PythonStateStore implements StateStore {
     } catch (RuntimeException e) {
       throw provider.failure("get", version, worker, e);
     }
-    Map<ByteBuffer, byte[]> fetched = new HashMap<>(storageKeys.size() * 2);
-    for (int i = 0; i < values.length; i++) {
-      fetched.put(ByteBuffer.wrap(storageKeys.get(i)), values[i] == null ? READ_AHEAD_ABSENT : values[i]);
-    }
-    readAhead = fetched;
-    readAheadHits = 0;
+    readAhead.fetched(storageKeys, values);
     return true;
   }
 
@@ -315,9 +294,7 @@ final class PythonStateStore implements StateStore {
     byte[] storageKey = codec.storageKey(key, true);
     byte[] valueBytes = KeyCodec.valueBytes(value);
     wrote = true;
-    if (readAhead != null) {
-      readAhead.computeIfPresent(ByteBuffer.wrap(storageKey), (k, old) -> valueBytes);
-    }
+    readAhead.put(storageKey, valueBytes);
     keys.put(storageKey);
     try {
       channel().put(handle, storageKey, valueBytes);
@@ -332,9 +309,7 @@ final class PythonStateStore implements StateStore {
     checkWritable("remove");
     byte[] storageKey = codec.storageKey(key, false);
     wrote = true;
-    if (readAhead != null) {
-      readAhead.computeIfPresent(ByteBuffer.wrap(storageKey), (k, old) -> READ_AHEAD_ABSENT);
-    }
+    readAhead.remove(storageKey);
     try {
       channel().remove(handle, storageKey);
     } catch (RuntimeException e) {
@@ -363,7 +338,7 @@ final class PythonStateStore implements StateStore {
     KeyFilter filter;
     synchronized (this) {
       state = State.COMMITTED;
-      readAhead = null;
+      readAhead.drop();
       committedVersion = newVersion;
       commitMetrics = result.get("metrics");
       checkpointId = optionalText(result, "checkpointId");
@@ -403,7 +378,7 @@ final class PythonStateStore implements StateStore {
         return;
       }
       state = State.ABORTED;
-      readAhead = null;
+      readAhead.drop();
     }
     closeOpenScans();
     if (wrote && worker.isAlive()) {
@@ -453,7 +428,7 @@ final class PythonStateStore implements StateStore {
       current = state;
       cached = commitMetrics;
       filtered = keys.filteredGets();
-      aheadGets = readAheadGets;
+      aheadGets = readAhead.gets();
       filterBytes = keys.sizeInBytes();
     }
     // commit's "metrics" saves a call when it has the metrics() shape; otherwise ask the worker.
