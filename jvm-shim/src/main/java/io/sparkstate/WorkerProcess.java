@@ -11,16 +11,13 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
-import java.util.ArrayList;
 import java.util.HexFormat;
-import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -43,26 +40,16 @@ import py4j.GatewayServer;
  */
 final class WorkerProcess extends Worker {
   private static final Logger LOG = LoggerFactory.getLogger(WorkerProcess.class);
-  /**
-   * Lines of the worker's stderr carried in an exception. Kept short on purpose: Spark matches a
-   * foreachBatch failure's whole message against a regular expression that recurses once per character
-   * (StreamExecution.PROXY_ERROR), and a message of a few thousand characters overflows the stream thread's
-   * stack and leaves the query hanging. The whole tail goes to the executor log instead.
-   */
-  private static final int EXCEPTION_TAIL_LINES = 15;
-  private static final int EXCEPTION_TAIL_LINE_CHARS = 160;
-  private static final int LOG_TAIL_LINES = 80;
   /** Unix socket paths are limited to 108 bytes; leave room for "/data.sock". */
   private static final int MAX_SOCKET_DIR_CHARS = 90;
   private static final int HEARTBEAT_BYTES = 64;
-  /** How long a hung worker gets to write its Python stacks to stderr (SIGUSR1, faulthandler) before SIGKILL. */
-  private static final long STACK_DUMP_WAIT_MS = 500;
 
   private final Process process;
   /** Set before the watchdog's SIGKILL, so that kill is not read as the out-of-memory killer's. */
   private volatile boolean killedAsHung;
   private final GatewayServer gateway;
   private final Path dir;
+  private final WorkerStderr stderr;
   private final WorkerControl control;
   private final String socketPath;
   private final long pid;
@@ -74,11 +61,12 @@ final class WorkerProcess extends Worker {
   private volatile String deathStderrTail;
 
   private WorkerProcess(String id, ShimSettings settings, Process process, GatewayServer gateway, Path dir,
-      WorkerHandshake.Registration reg, MappedByteBuffer heartbeat) {
+      WorkerStderr stderr, WorkerHandshake.Registration reg, MappedByteBuffer heartbeat) {
     super(id, settings.pythonExec, settings.transport);
     this.process = process;
     this.gateway = gateway;
     this.dir = dir;
+    this.stderr = stderr;
     this.control = reg.control;
     this.socketPath = reg.socketPath;
     this.pid = reg.pid;
@@ -104,6 +92,7 @@ final class WorkerProcess extends Worker {
       throw new WorkerFailedException("cannot create the heartbeat file of sparkstate worker " + id + " in " + dir
           + ": " + e, e);
     }
+    WorkerStderr stderr = new WorkerStderr(dir);
     String token = randomToken();
     WorkerHandshake handshake = new WorkerHandshake(id);
     GatewayServer gateway = startGateway(handshake, token);
@@ -117,16 +106,16 @@ final class WorkerProcess extends Worker {
       pb.environment().put("SPARKSTATE_HEARTBEAT_INTERVAL_MS", Long.toString(heartbeatIntervalMs(settings)));
       pb.redirectInput(ProcessBuilder.Redirect.PIPE); // kept open: the worker exits on EOF
       pb.redirectErrorStream(true);
-      pb.redirectOutput(ProcessBuilder.Redirect.appendTo(dir.resolve("stderr.log").toFile()));
+      pb.redirectOutput(ProcessBuilder.Redirect.appendTo(stderr.file().toFile()));
       try {
         process = pb.start();
       } catch (IOException e) {
         throw new WorkerFailedException("cannot start sparkstate worker with interpreter '" + python + "': "
             + e.getMessage() + ". Set " + ShimSettings.PYTHON_EXEC + " to a Python that has sparkstate installed.", e);
       }
-      WorkerHandshake.Registration reg = awaitRegistration(handshake, process, python, dir,
+      WorkerHandshake.Registration reg = awaitRegistration(handshake, process, python, stderr,
           settings.workerStartTimeoutMs);
-      WorkerProcess worker = new WorkerProcess(id, settings, process, gateway, dir, reg, heartbeat);
+      WorkerProcess worker = new WorkerProcess(id, settings, process, gateway, dir, stderr, reg, heartbeat);
       process.onExit().thenRun(() -> worker.markDead("process exited with "
           + ExitStatus.describe(worker.process.exitValue())));
       worker.logHello();
@@ -218,7 +207,7 @@ final class WorkerProcess extends Worker {
   }
 
   private static WorkerHandshake.Registration awaitRegistration(WorkerHandshake handshake, Process process,
-      String python, Path dir, long timeoutMs) {
+      String python, WorkerStderr stderr, long timeoutMs) {
     long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
     while (true) {
       try {
@@ -227,13 +216,13 @@ final class WorkerProcess extends Worker {
         if (!process.isAlive()) {
           throw new WorkerFailedException("sparkstate worker exited before registering (interpreter '" + python
               + "', exit code " + process.exitValue() + "). Set " + ShimSettings.PYTHON_EXEC
-              + " to a Python that has sparkstate installed. Worker stderr (" + dir.resolve("stderr.log")
-              + "):\n" + exceptionTail(dir));
+              + " to a Python that has sparkstate installed. Worker stderr (" + stderr.file()
+              + "):\n" + stderr.exceptionTail());
         }
         if (System.nanoTime() > deadline) {
           throw new WorkerFailedException("sparkstate worker did not register within " + timeoutMs
               + " ms (interpreter '" + python + "', see " + ShimSettings.START_TIMEOUT + "). Worker stderr:\n"
-              + exceptionTail(dir));
+              + stderr.exceptionTail());
         }
       } catch (ExecutionException e) {
         throw new WorkerFailedException("sparkstate worker registration failed: " + e.getCause(), e.getCause());
@@ -296,9 +285,9 @@ final class WorkerProcess extends Worker {
     if (WorkerPool.get().isShuttingDown()) {
       return;
     }
-    deathStderrTail = exceptionTail(dir);
+    deathStderrTail = stderr.exceptionTail();
     LOG.warn("sparkstate worker {} (pid {}) is dead: {}. Its stderr ({}):\n{}", id, pid, reason,
-        dir.resolve("stderr.log"), stderrTail(dir, LOG_TAIL_LINES, Integer.MAX_VALUE));
+        stderr.file(), stderr.logTail());
     kill();
   }
 
@@ -329,11 +318,11 @@ final class WorkerProcess extends Worker {
       deathReason = reason;
     }
     if (!"T".equals(state) && !"t".equals(state)) {
-      dumpStacks();
+      stderr.dumpStacks(pid, id);
     }
-    deathStderrTail = exceptionTail(dir);
+    deathStderrTail = stderr.exceptionTail();
     LOG.warn("sparkstate worker {} (pid {}) is {}. Its stderr, with the Python stack of every thread ({}):\n{}",
-        id, pid, reason, dir.resolve("stderr.log"), stderrTail(dir, LOG_TAIL_LINES, Integer.MAX_VALUE));
+        id, pid, reason, stderr.file(), stderr.logTail());
     killedAsHung = true;
     process.destroyForcibly(); // SIGKILL also ends a stopped process
     kill();
@@ -347,29 +336,6 @@ final class WorkerProcess extends Worker {
       return fields[0];
     } catch (IOException | RuntimeException e) {
       return "";
-    }
-  }
-
-  private void dumpStacks() {
-    Path log = dir.resolve("stderr.log");
-    long before = log.toFile().length();
-    try {
-      new ProcessBuilder("kill", "-USR1", Long.toString(pid)).redirectErrorStream(true)
-          .redirectOutput(ProcessBuilder.Redirect.DISCARD).start().waitFor(1, TimeUnit.SECONDS);
-      long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(STACK_DUMP_WAIT_MS);
-      long size = before;
-      while (System.nanoTime() < deadline) { // the dump is written at once; wait until it stops growing
-        Thread.sleep(50);
-        long now = log.toFile().length();
-        if (now > before && now == size) {
-          break;
-        }
-        size = now;
-      }
-    } catch (IOException | RuntimeException e) {
-      LOG.debug("sparkstate worker {}: cannot ask for a stack dump", id, e);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
     }
   }
 
@@ -407,12 +373,12 @@ final class WorkerProcess extends Worker {
     } else if (cause != null) {
       markDead("cannot " + action + ": " + cause);
     }
-    String tail = deathStderrTail != null ? deathStderrTail : exceptionTail(dir);
+    String tail = deathStderrTail != null ? deathStderrTail : stderr.exceptionTail();
     String advice = process.isAlive() || killedAsHung ? "" : ExitStatus.advice(process.exitValue());
     return new WorkerFailedException("sparkstate worker " + id + " (pid " + pid + ", interpreter '" + pythonExec
         + "', exit code " + exitCodeText() + ") failed: cannot " + action + " (" + deathReason + ")"
         + (cause != null ? ": " + cause.getMessage() : "") + ". " + (advice.isEmpty() ? "" : advice + " ")
-        + "Worker stderr (" + dir.resolve("stderr.log") + "):\n" + tail, cause);
+        + "Worker stderr (" + stderr.file() + "):\n" + tail, cause);
   }
 
   private String exitCodeText() {
@@ -456,65 +422,6 @@ final class WorkerProcess extends Worker {
       process.getOutputStream().close();
     } catch (IOException ignored) {
       // the pipe is already broken: the process is gone or going
-    }
-  }
-
-  /**
-   * The short stderr excerpt an exception carries (see {@link #EXCEPTION_TAIL_LINES}): after a stack dump,
-   * the stacks of the threads that were doing store work (where the worker hung), else the last lines.
-   */
-  static String exceptionTail(Path dir) {
-    String tail = stderrTail(dir, LOG_TAIL_LINES, Integer.MAX_VALUE);
-    String busy = busyThreadStacks(tail);
-    String excerpt = busy != null ? busy : lastLines(tail, EXCEPTION_TAIL_LINES);
-    return clip(excerpt) + "\n(the executor log has the whole stderr tail)";
-  }
-
-  /** Frames of a faulthandler dump that show store work, as opposed to a worker's idle threads. */
-  private static final java.util.regex.Pattern STORE_WORK =
-      java.util.regex.Pattern.compile("sparkstate/(engine|checkpoint|storage|rescaling)/|worker/(control|dispatcher)\\.py");
-
-  /** The thread blocks of a stack dump in {@code tail} that show store work (innermost frames), or null. */
-  static String busyThreadStacks(String tail) {
-    StringBuilder out = new StringBuilder();
-    for (String block : tail.split("\n\n")) {
-      String b = block.strip();
-      if ((b.startsWith("Thread 0x") || b.startsWith("Current thread 0x")) && STORE_WORK.matcher(b).find()) {
-        out.append(b.lines().limit(EXCEPTION_TAIL_LINES).collect(java.util.stream.Collectors.joining("\n")))
-            .append("\n");
-      }
-    }
-    return out.length() == 0 ? null : out.toString().stripTrailing();
-  }
-
-  private static String lastLines(String text, int n) {
-    List<String> lines = text.lines().collect(java.util.stream.Collectors.toList());
-    return String.join("\n", lines.subList(Math.max(0, lines.size() - n), lines.size()));
-  }
-
-  private static String clip(String text) {
-    StringBuilder out = new StringBuilder();
-    text.lines().limit(2L * EXCEPTION_TAIL_LINES).forEach(line -> out.append(line.length() <= EXCEPTION_TAIL_LINE_CHARS
-        ? line : line.substring(0, EXCEPTION_TAIL_LINE_CHARS) + "...").append('\n'));
-    return out.toString().stripTrailing();
-  }
-
-  static String stderrTail(Path dir, int maxLines, int maxLineChars) {
-    Path log = dir.resolve("stderr.log");
-    try (java.io.RandomAccessFile f = new java.io.RandomAccessFile(log.toFile(), "r")) {
-      long start = Math.max(0, f.length() - 64 * 1024); // enough for 40 lines of a traceback
-      byte[] bytes = new byte[(int) (f.length() - start)];
-      f.seek(start);
-      f.readFully(bytes);
-      String[] lines = new String(bytes, StandardCharsets.UTF_8).split("\n", -1);
-      int end = lines.length > 0 && lines[lines.length - 1].isEmpty() ? lines.length - 1 : lines.length;
-      List<String> tail = new ArrayList<>();
-      for (int i = Math.max(0, end - maxLines); i < end; i++) {
-        tail.add(lines[i].length() <= maxLineChars ? lines[i] : lines[i].substring(0, maxLineChars) + "...");
-      }
-      return tail.isEmpty() ? "(empty)" : String.join("\n", tail);
-    } catch (IOException | RuntimeException e) {
-      return "(cannot read " + log + ": " + e + ")";
     }
   }
 
