@@ -3,8 +3,8 @@
 Every key lives under `spark.sql.streaming.stateStore.sparkstate.` (Spark hands explicitly set
 `spark.sql.streaming.stateStore.*` keys to providers on executors). `Settings.parse` turns the raw
 strings into a frozen, typed object and rejects unknown keys and bad values with an error that names the
-key and the valid values. The README's settings table is generated from `DECLARATIONS`
-(`sparkstate conf-docs`).
+key and the valid values. docs/configuration.md, the settings page, is generated from `DECLARATIONS`
+(`sparkstate conf-docs --page`).
 """
 from __future__ import annotations
 
@@ -385,7 +385,7 @@ def declarations_json() -> str:
 
 
 def settings_table_markdown() -> str:
-    """The README table of settings, generated from DECLARATIONS."""
+    """The settings table of docs/configuration.md, generated from DECLARATIONS."""
     rows = ["| key | default | valid values | what it does |", "|---|---|---|---|"]
     for d in DECLARATIONS:
         default = "(unset)" if d.default is None else str(d.default).lower() if isinstance(d.default, bool) else str(d.default)
