@@ -7,7 +7,7 @@ processes map, bumps a sequence number, and the worker, which waits by yielding 
 sleeping in the kernel, answers in the same segment. The socket stays open as a doorbell for a worker
 that has gone to sleep (no request for SPIN_NS) and to carry the attach handshake.
 
-Segment layout (little-endian; offsets in bytes; docs/architecture.md §4a):
+Segment layout (little-endian; offsets in bytes; docs/architecture.md §8):
 
     0    i64 request seq      JVM: bumped after the request bytes and fields below are written
     8    i32 request length
