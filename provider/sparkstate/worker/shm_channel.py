@@ -1,7 +1,7 @@
 """The shared-memory data channel (transport `shm`): the same frames as the socket, without a syscall per get.
 
 Why: on the 2-vCPU machines we measure on, a get over the Unix socket costs two context switches and four
-syscalls, ~15-18 us of CPU per round trip (docs/benchmarks.md, the transport comparison), more than half of what
+syscalls, ~15-18 us of CPU per round trip (docs/architecture.md §8), more than half of what
 Spark's RocksDB provider spends on a whole row. Here the JVM writes its frames into a segment both
 processes map, bumps a sequence number, and the worker, which waits by yielding its CPU instead of
 sleeping in the kernel, answers in the same segment. The socket stays open as a doorbell for a worker
