@@ -70,7 +70,7 @@ def new_session(app_name: str, provider: str, *, master: str = "local[2]", shuff
     """
     if backend is not None and provider != "sparkstate":
         raise ValueError(f"--backend only applies to --provider sparkstate (got provider {provider!r})")
-    # Without this Spark binds its driver to the VM's external address (see docs/benchmarks.md).
+    # Without this Spark binds its driver to the VM's external address (see docs/benchmarks/index.md).
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python UDF workers and sparkstate's default worker interpreter: this very Python.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

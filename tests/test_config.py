@@ -8,7 +8,6 @@ from sparkstate.config import (
     PROVIDER_CLASS,
     Settings,
     settings_spark_defaults,
-    settings_table_markdown,
     spark_defaults_file,
 )
 from sparkstate.errors import ConfigError
@@ -75,11 +74,6 @@ def test_invalid_value_names_key_and_valid_values(key, value):
 def test_to_conf_round_trips():
     s = Settings.parse({PREFIX + "transport": "py4j", PREFIX + "checkpoint.verifyLocalCache": "true"})
     assert Settings.parse(s.to_conf()) == s
-
-
-def test_readme_settings_table_is_generated_from_the_declarations():
-    with open(README, encoding="utf-8") as f:
-        assert settings_table_markdown() in f.read(), "regenerate with `sparkstate conf-docs`"
 
 
 def test_spark_defaults_template_lists_every_setting_with_its_default():

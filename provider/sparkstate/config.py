@@ -3,8 +3,8 @@
 Every key lives under `spark.sql.streaming.stateStore.sparkstate.` (Spark hands explicitly set
 `spark.sql.streaming.stateStore.*` keys to providers on executors). `Settings.parse` turns the raw
 strings into a frozen, typed object and rejects unknown keys and bad values with an error that names the
-key and the valid values. The README's settings table is generated from `DECLARATIONS`
-(`sparkstate conf-docs`).
+key and the valid values. docs/configuration.md, the settings page, is generated from `DECLARATIONS`
+(`sparkstate conf-docs --page`).
 """
 from __future__ import annotations
 
@@ -189,7 +189,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "level below is 10 times larger. Level-0 files are merged into this level, so it bounds "
                 "what that merge rewrites. A commit's flush is a level-0 file of a few MiB, so the level is "
                 "sized like level 0 at its compaction trigger, as RocksDB's tuning guide advises "
-                "(docs/benchmarks.md has the measurements).", f"an integer from 1 to {MAX_SIZE_MB}"),
+                "(docs/benchmarks/recovery.md has the measurements).", f"an integer from 1 to {MAX_SIZE_MB}"),
     Declaration("rocksdb.bloomFilterBitsPerKey", "rocksdb_bloom_bits", 10, _int_at_least(0),
                 "Bits per key of the RocksDB bloom filter (0 turns it off).", "an integer >= 0"),
     Declaration("rocksdb.blockSizeKB", "rocksdb_block_size_kb", 4, _int_at_least(1, at_most=MAX_BLOCK_SIZE_KB),
@@ -203,7 +203,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "Read SST files through memory maps. With rocksdb.compression none, a get reads its block "
                 "where it lies in the page cache, with no read call, copy or block cache entry: with more "
                 "state than the block cache holds, gets cost about 40% less, for SST files, checkpoints and "
-                "restores about twice as large (docs/benchmarks.md). The mapped pages count in the worker's "
+                "restores about twice as large (docs/benchmarks/rocksdb_gets.md, docs/benchmarks/recovery.md). The mapped pages count in the worker's "
                 "resident memory (as YARN's memory check sees it), and so the store's memoryUsedBytes "
                 "includes its SST files' bytes. With compression, blocks are still decompressed into the "
                 "block cache: at 10M keys that cost as much as mapping saved. A file truncated under a "
@@ -215,15 +215,15 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "stream compressed as heap.compression, retained with its version), which Spark's change "
                 "feed (`readChangeFeed`) and snapshot replay (`snapshotStartBatchId`) of the statestore "
                 "source read. Its cost follows the keys written, not the state: about as many bytes per "
-                "commit as the new SSTs of an update-heavy batch (docs/benchmarks.md). The heap backend's "
+                "commit as the new SSTs of an update-heavy batch (docs/benchmarks/aggregation.md). The heap backend's "
                 "deltas serve both without it.", "true, false"),
     Declaration("rocksdb.flushEveryVersions", "rocksdb_flush_every", 1, _int_at_least(1),
                 "RocksDB backend: flush the memtables and upload new SST files at every this many commits "
                 "(1: every commit). A commit in between makes only its change log durable, as "
                 "rocksdb.changeLog writes it (so above 1 every version keeps one for the change feed), and "
-                "opening such a version replays the change logs since the last flush. Fewer flushes mean "
+                "opening such a version replays the change logs after the last flush. Fewer flushes mean "
                 "fewer level-0 files for RocksDB to merge into the state and a commit without a flush, for "
-                "a memtable that holds more versions (docs/benchmarks.md has the trade-off).",
+                "a memtable that holds more versions (docs/benchmarks/recovery.md has the trade-off).",
                 "an integer >= 1"),
     Declaration("heap.snapshotEveryVersions", "heap_snapshot_every", 10, _int_at_least(1),
                 "Heap backend: write a full snapshot (in the background) once this many deltas follow the "
@@ -385,7 +385,7 @@ def declarations_json() -> str:
 
 
 def settings_table_markdown() -> str:
-    """The README table of settings, generated from DECLARATIONS."""
+    """The settings table of docs/configuration.md, generated from DECLARATIONS."""
     rows = ["| key | default | valid values | what it does |", "|---|---|---|---|"]
     for d in DECLARATIONS:
         default = "(unset)" if d.default is None else str(d.default).lower() if isinstance(d.default, bool) else str(d.default)

@@ -11,7 +11,7 @@ shared by all providers; keys are uniform over `--keys`.
 
 Each provider runs in its own fresh Python process and JVM (this file with `--run-one`), one after the
 other, so no provider inherits another's warm JIT, page cache of its own files, or heap. Results go to
-stdout as a markdown table and to `--out` as JSON. See docs/benchmarks.md for what each column means.
+stdout as a markdown table and to `--out` as JSON. See docs/benchmarks/aggregation.md for what each column means.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which latency mode is this VM in? (see docs/benchmarks.md, "Latency mode")
+"""Which latency mode is this VM in? (see docs/benchmarks/index.md, "Latency mode")
 
 A synchronous round trip between two processes over a Unix socket costs about 6 µs when the vCPUs are
 busy and 40-90 µs when they halt between messages (the hypervisor has to wake them). Any benchmark of a

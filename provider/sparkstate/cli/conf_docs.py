@@ -1,4 +1,4 @@
-"""`sparkstate conf-docs`: the settings table, or a spark-defaults file for this install."""
+"""`sparkstate conf-docs`: the settings table, the settings page, or a spark-defaults file for this install."""
 from __future__ import annotations
 
 import argparse
@@ -6,15 +6,43 @@ import sys
 
 from .console import EXIT_OK, Output
 
-HELP = "print the settings table, or (--spark-defaults) a spark-defaults file for this install"
-DESCRIPTION = ("Print every sparkstate setting with its default, valid values and meaning (the README's "
-               "table is generated from it). With --spark-defaults: a properties file for spark-submit "
-               "--properties-file with this install's jar and interpreter filled in.")
+HELP = "print the settings table, the settings page (--page) or a spark-defaults file (--spark-defaults)"
+DESCRIPTION = ("Print every sparkstate setting with its default, valid values and meaning. With --page: the "
+               "whole of docs/configuration.md, which is generated this way. With --spark-defaults: a "
+               "properties file for spark-submit --properties-file with this install's jar and interpreter "
+               "filled in.")
+
+PAGE_COMMAND = "sparkstate conf-docs --page > docs/configuration.md"
+
+
+def page() -> str:
+    """docs/configuration.md: a short header, then the settings table of `config.DECLARATIONS`."""
+    from ..config import PREFIX, settings_table_markdown
+    return f"""# Settings
+
+Generated from `provider/sparkstate/config.py` by `{PAGE_COMMAND}`: edit config.py, not this page.
+
+Every key is under `{PREFIX}` and is read on the executors through Spark's state
+store conf. An unknown key or an invalid value fails the query with an error that names the key and the
+valid values (for a misspelled key, the closest known one). `sparkstate.configure(builder, **settings)` takes the
+keys without the prefix and checks them on the driver. `conf/spark-defaults.conf` lists every key at
+its default; `conf/presets/` holds two tuned sets (large state, low latency).
+
+{settings_table_markdown()}
+
+Spark's own settings that sparkstate honours: `spark.sql.streaming.minBatchesToRetain` (versions kept by
+cleanup), `spark.sql.streaming.stateStore.maintenanceInterval`,
+`spark.sql.streaming.stateStore.commitValidation.enabled`,
+`spark.sql.streaming.stateStore.checkpointFormatVersion` (1 or 2).
+"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--spark-defaults", action="store_true",
-                   help="print conf/spark-defaults.conf for this install instead of the table")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--page", action="store_true",
+                      help=f"print docs/configuration.md (`{PAGE_COMMAND}`) instead of the table")
+    what.add_argument("--spark-defaults", action="store_true",
+                      help="print conf/spark-defaults.conf for this install instead of the table")
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
@@ -22,6 +50,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if args.spark_defaults:
         from .. import jar_path
         sys.stdout.write(spark_defaults_file(jar_path(), sys.executable))
+    elif args.page:
+        sys.stdout.write(page())
     else:
         sys.stdout.write(settings_table_markdown() + "\n")
     sys.stdout.flush()

@@ -1,4 +1,4 @@
-"""StoreSpec: what the worker's `open` call says about a store (docs/architecture.md §3)."""
+"""StoreSpec: what the worker's `open` call says about a store (docs/architecture.md §6)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ from ..errors import ConfigError
 
 @dataclass(frozen=True)
 class StoreSpec:
-    """What the worker's `open` call says about a store (architecture.md §3)."""
+    """What the worker's `open` call says about a store (architecture.md §6)."""
 
     checkpoint_location: str
     operator_id: int

@@ -46,7 +46,7 @@ _malloc_trim = _libc_malloc_trim()
 def return_freed_memory() -> None:
     """Give the memory a restore freed back to the OS: its log and its arrays of one number per row. Arrow's
     allocator and glibc's both keep freed memory for reuse; without this, a worker that restored a 2.5M-key
-    store stays resident at over three times the table's size (docs/benchmarks.md, heap restore)."""
+    store stays resident at over three times the table's size (docs/benchmarks/heap_restore.md)."""
     pa.default_memory_pool().release_unused()
     if _malloc_trim is not None:
         _malloc_trim(0)

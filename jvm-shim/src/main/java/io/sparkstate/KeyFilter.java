@@ -9,7 +9,7 @@ import org.apache.spark.unsafe.Platform;
  * <p>Why it is in the shim: Spark's operators call {@code get} once per input row and most of those rows
  * carry keys the state does not have yet (a new event for dropDuplicates, a new join key, a new group).
  * Every such get is a synchronous hand-over to the worker process and back, and that hand-over, not the
- * store's lookup, is most of what a row costs (docs/benchmarks.md, stateful workloads). The filter holds
+ * store's lookup, is most of what a row costs (docs/benchmarks/workloads.md). The filter holds
  * no values and decides nothing about state: "maybe present" sends the get to the worker as before.
  *
  * <p>It only ever gains keys: a removed key stays in (a false positive costs one ordinary get), and the

@@ -3,7 +3,7 @@ package io.sparkstate;
 import java.util.Locale;
 
 /**
- * The watchdog's judgement of one worker process (docs/architecture.md, "Liveness"). The worker keeps two
+ * The watchdog's judgement of one worker process (docs/architecture.md §5, "Liveness"). The worker keeps two
  * counters in a shared file: its heartbeat, bumped by a thread of its own every interval, and its progress,
  * bumped by the store's work (frames handled, files moved, records restored). The worker is
  * <ul>

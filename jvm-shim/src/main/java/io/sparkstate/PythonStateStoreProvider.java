@@ -145,7 +145,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     }
   }
 
-  /** The state partition count Spark routes with; see docs/architecture.md §1. */
+  /** The state partition count Spark routes with; see docs/architecture.md §3. */
   private static int readNumPartitions(Configuration conf) {
     String internal = conf.get(INTERNAL_PARTITIONS_KEY);
     String shuffle = conf.get(SHUFFLE_PARTITIONS_KEY);

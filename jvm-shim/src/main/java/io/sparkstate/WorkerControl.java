@@ -1,7 +1,7 @@
 package io.sparkstate;
 
 /**
- * Control calls into a Python worker (docs/architecture.md §3). Implemented in Python as a py4j callback
+ * Control calls into a Python worker (docs/architecture.md §6). Implemented in Python as a py4j callback
  * object; arguments and results are JSON strings except {@link #data}. A Python error arrives as a
  * {@code py4j.Py4JException} carrying the Python message; a dead connection as
  * {@code py4j.Py4JNetworkException}.

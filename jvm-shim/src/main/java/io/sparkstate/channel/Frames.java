@@ -3,7 +3,7 @@ package io.sparkstate.channel;
 import java.nio.ByteBuffer;
 
 /**
- * Codes and layout of the binary data frames (docs/architecture.md §4), kept in one place so the JVM and
+ * Codes and layout of the binary data frames (docs/architecture.md §7), kept in one place so the JVM and
  * Python sides can be checked against a single table.
  *
  * <pre>

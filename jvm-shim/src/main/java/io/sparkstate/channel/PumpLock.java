@@ -7,7 +7,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  *
  * <p>Two task threads calling Python at once meet at the GIL, and a thread that waits for the GIL
  * sleeps on a futex. On an otherwise idle VM its vCPU then halts, and waking it costs 40-90 us
- * (docs/benchmarks.md, "Latency mode"): far more than the 5-10 us a data call holds the GIL. Waiting here
+ * (docs/benchmarks/index.md, "Latency mode"): far more than the 5-10 us a data call holds the GIL. Waiting here
  * instead spins (then yields), so the waiter's vCPU never halts and the handover costs nanoseconds. Only
  * short data calls take this lock; control calls (commit, load) go to the GIL directly.
  */
