@@ -46,7 +46,7 @@ from ..checkpoint.location import discover_stores, query_key, state_root
 from ..checkpoint.recorded_attempts import RecordedAttempts, read_recorded_manifest
 from ..checkpoint.spark_logs import OffsetEntry, SparkLogs
 from ..config import PROVIDER_CLASS, PROVIDER_CLASS_KEY
-from ..engine.heap.chain import Chain
+from ..engine import check_restorable
 from ..errors import CheckpointError, SparkstateError
 from ..rescaling.file_sink import file_sink_rollback_entries
 from ..storage import FileIO
@@ -239,11 +239,10 @@ def _check_store(root: str, rel: str, io: FileIO, report: VerifyReport, expected
         store.backend = manifest.backend  # the newest loadable version's: a migration can switch it
         path = fm.manifest_path(v, None if candidates is None else manifest.checkpoint_id)
         check.problems.extend(_identity_problems(manifest, place, expected_key, path))
-        if manifest.backend == "heap":
-            try:
-                Chain.of(manifest, path)
-            except CheckpointError as e:
-                check.problems.append(str(e))
+        try:
+            check_restorable(manifest, path)
+        except CheckpointError as e:
+            check.problems.append(str(e))
         check.problems.extend(_file_problems(fm, manifest, scratch, checked))
     if store.needed and store.check_of(store.needed) is None and not store.abandoned:
         store.versions.append(VersionCheck(store.needed, [

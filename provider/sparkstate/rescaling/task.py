@@ -25,7 +25,7 @@ import numpy as np
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager, open_fileio
 from ..engine import Store, StoreSpec
-from ..engine.backend import BackendContext, CommitIds
+from ..engine.backend_contract import BackendContext, CommitIds
 from ..engine.local_layout import InstanceLayout
 from ..errors import RescaleError
 from ..storage import FileIO, fileio_for, join_path
