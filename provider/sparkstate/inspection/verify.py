@@ -48,7 +48,8 @@ from ..checkpoint.spark_logs import OffsetEntry, SparkLogs
 from ..config import PROVIDER_CLASS, PROVIDER_CLASS_KEY
 from ..engine import check_restorable
 from ..errors import CheckpointError, SparkstateError
-from ..rescaling.file_sink import file_sink_rollback_entries
+from ..rewrite.file_sink import file_sink_rollback_entries
+from ..rewrite.tool import ROLLBACK
 from ..storage import FileIO
 from .unfinished import unfinished_rewrite
 
@@ -335,7 +336,7 @@ def rollback_plan(report: VerifyReport, target: int, file_sinks: Iterable[tuple[
         paths += [f"{s.manifests_dir}/{n}" for _, _, n in sorted(names, key=lambda t: (-t[0], t[1], t[2]))]
     last = report.last_batch if report.last_batch is not None else -1
     for fio, sink in file_sinks:
-        paths += file_sink_rollback_entries(fio, sink, target, last)
+        paths += file_sink_rollback_entries(fio, sink, target, last, ROLLBACK)
     return paths
 
 
@@ -347,7 +348,8 @@ def apply_rollback(report: VerifyReport, target: int, fileio: FileIO, state_file
                               f"offset log has no batch {target}")
     sinks = list(file_sinks)
     last = report.last_batch if report.last_batch is not None else -1
-    sink_entries = {p: fio for fio, sink in sinks for p in file_sink_rollback_entries(fio, sink, target, last)}
+    sink_entries = {p: fio for fio, sink in sinks
+                    for p in file_sink_rollback_entries(fio, sink, target, last, ROLLBACK)}
     removed = []
     for path in rollback_plan(report, target, sinks):
         io = sink_entries.get(path) or (state_fileio if path.endswith(".manifest") else fileio)
