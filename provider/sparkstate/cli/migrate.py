@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from .common import add_json_argument
-from .console import EXIT_OK, EXIT_PROBLEM, Output
+from .console import EXIT_PROBLEM, Output
+from .rewrite_command import repair_sink, run_rewrite
 
 HELP = "move a stopped query's state between Spark's providers (hdfs, rocksdb) and sparkstate"
 DESCRIPTION = """\
@@ -39,9 +41,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from ..errors import AlreadyDoneError, SparkstateError
-    from .rescale import already_done, check_before_spark, repair_sink, start_spark
-
     if args.repair_file_sink:
         return repair_sink("migrate", args.checkpoint, args.repair_file_sink, args.conf, out)
     if args.to is None:
@@ -53,34 +52,16 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if args.partitions is not None and args.partitions < 1:
         out.error("migrate", f"--partitions must be a positive integer, got {args.partitions}")
         return EXIT_PROBLEM
-    try:
-        check_before_spark(args.checkpoint, args.conf)
-    except SparkstateError as e:
-        out.error("migrate", f"refused: {e}")
-        return EXIT_PROBLEM
-    from ..migration import migrate, migrate_and_rescale
 
-    spark, _ = start_spark("sparkstate-migrate", args.master, args.conf, with_sparkstate=True)
-    try:
-        with out.progress("migrate", None) as bar:
-            steps = {"name": "migrate"}
-            options = dict(backend=args.backend, file_sinks=args.file_sink,
-                           progress=lambda done, total: bar.update(done, total, f"partitions ({steps['name']})"))
-            if args.partitions is None:
-                summary = migrate(spark, args.checkpoint, args.to, **options)
-            else:
-                summary = migrate_and_rescale(spark, args.checkpoint, args.to, args.partitions,
-                                              step=lambda name: steps.update(name=name), **options)
-    except AlreadyDoneError as e:
-        return already_done("migrate", args.checkpoint, e, args.file_sink, args.conf, out)
-    except SparkstateError as e:
-        out.error("migrate", f"refused/failed: {e}")
-        return EXIT_PROBLEM
-    finally:
-        spark.stop()
-    out.line(summary.describe())
-    out.document(summary)
-    if not args.file_sink:
-        out.note(f"If the query writes to a file sink, give its output path the migration's batch before the "
-                 f"restart: sparkstate migrate --checkpoint {args.checkpoint} --repair-file-sink <output path>")
-    return EXIT_OK
+    def job(spark: Any, _extra: dict[str, str], bar: Any) -> Any:
+        from ..migration import migrate, migrate_and_rescale
+
+        steps = {"name": "migrate"}
+        options = dict(backend=args.backend, file_sinks=args.file_sink,
+                       progress=lambda done, total: bar.update(done, total, f"partitions ({steps['name']})"))
+        if args.partitions is None:
+            return migrate(spark, args.checkpoint, args.to, **options)
+        return migrate_and_rescale(spark, args.checkpoint, args.to, args.partitions,
+                                   step=lambda name: steps.update(name=name), **options)
+
+    return run_rewrite("migrate", args, out, job, with_sparkstate=True)
