@@ -4,9 +4,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import add_json_argument
-from .console import EXIT_PROBLEM, Output
-from .rewrite_command import repair_sink, run_rewrite
+from .console import Output
+from .rewrite_command import add_rewrite_arguments, run_rewrite
 
 HELP = "move a stopped query's state between Spark's providers (hdfs, rocksdb) and sparkstate"
 DESCRIPTION = """\
@@ -28,40 +27,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                                    "rocksdb)")
     p.add_argument("--partitions", type=int, metavar="N",
                    help="also rescale the state to N partitions (sparkstate on one side; a second job)")
-    p.add_argument("--file-sink", action="append", default=[], metavar="PATH",
-                   help="output path of a file sink of the query (repeatable): its log gets the migration's batch")
-    p.add_argument("--repair-file-sink", metavar="PATH",
-                   help="instead of migrating: add the migration and rescale batches missing from the file sink "
-                        "log at PATH (a checkpoint migrated without --file-sink whose query, or a read of its "
-                        "output, fails with BATCH_METADATA_NOT_FOUND)")
-    p.add_argument("--master", default=None, help="Spark master for the job (default local[*])")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra Spark conf, e.g. the query's spark.sql.streaming.stateStore.* settings")
-    add_json_argument(p)
+    add_rewrite_arguments(p, "migrate", "the query's spark.sql.streaming.stateStore.* settings")
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    if args.repair_file_sink:
-        return repair_sink("migrate", args.checkpoint, args.repair_file_sink, args.conf, out)
+    return run_rewrite("migrate", args, out, _wrong_arguments, _migrate, with_sparkstate=True)
+
+
+def _wrong_arguments(args: argparse.Namespace) -> str | None:
     if args.to is None:
-        out.error("migrate", "--to is required (or --repair-file-sink)")
-        return EXIT_PROBLEM
+        return "--to is required (or --repair-file-sink)"
     if args.backend and args.to != "sparkstate":
-        out.error("migrate", f"--backend applies to --to sparkstate only (got --to {args.to})")
-        return EXIT_PROBLEM
+        return f"--backend applies to --to sparkstate only (got --to {args.to})"
     if args.partitions is not None and args.partitions < 1:
-        out.error("migrate", f"--partitions must be a positive integer, got {args.partitions}")
-        return EXIT_PROBLEM
+        return f"--partitions must be a positive integer, got {args.partitions}"
+    return None
 
-    def job(spark: Any, _extra: dict[str, str], bar: Any) -> Any:
-        from ..migration import migrate, migrate_and_rescale
 
-        steps = {"name": "migrate"}
-        options = dict(backend=args.backend, file_sinks=args.file_sink,
-                       progress=lambda done, total: bar.update(done, total, f"partitions ({steps['name']})"))
-        if args.partitions is None:
-            return migrate(spark, args.checkpoint, args.to, **options)
-        return migrate_and_rescale(spark, args.checkpoint, args.to, args.partitions,
-                                   step=lambda name: steps.update(name=name), **options)
+def _migrate(args: argparse.Namespace, spark: Any, _extra: dict[str, str], bar: Any) -> Any:
+    from ..migration import migrate, migrate_and_rescale
 
-    return run_rewrite("migrate", args, out, job, with_sparkstate=True)
+    steps = {"name": "migrate"}
+    options = dict(backend=args.backend, file_sinks=args.file_sink,
+                   progress=lambda done, total: bar.update(done, total, f"partitions ({steps['name']})"))
+    if args.partitions is None:
+        return migrate(spark, args.checkpoint, args.to, **options)
+    return migrate_and_rescale(spark, args.checkpoint, args.to, args.partitions,
+                               step=lambda name: steps.update(name=name), **options)

@@ -1,6 +1,6 @@
-"""What `sparkstate rescale` and `sparkstate migrate` share: the check before Spark starts, the Spark session
-of the job, the run and its report, and the file sink repair (`--repair-file-sink`, and after a run that had
-nothing to do)."""
+"""What `sparkstate rescale` and `sparkstate migrate` share: their file sink, Spark and output arguments, the
+check before Spark starts, the Spark session of the job, the run and its report, and the file sink repair
+(`--repair-file-sink`, and after a run that had nothing to do)."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +8,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from .common import add_json_argument
 from .console import EXIT_OK, EXIT_PROBLEM, Output
 
 if TYPE_CHECKING:
@@ -18,17 +19,42 @@ class Summary(Protocol):
     def describe(self) -> str: ...
 
 
-# (the Spark session, the --conf pairs it was given, the progress bar) -> what the rewrite did
-RewriteJob = Callable[[Any, dict[str, str], Any], Summary]
+# (the arguments, the Spark session, the --conf pairs it was given, the progress bar) -> what the rewrite did
+RewriteJob = Callable[[argparse.Namespace, Any, dict[str, str], Any], Summary]
+# the arguments -> what is wrong with them for the rewrite (not for --repair-file-sink), or None
+ArgumentCheck = Callable[[argparse.Namespace], str | None]
 
 
-def run_rewrite(command: str, args: argparse.Namespace, out: Output, job: RewriteJob,
-                with_sparkstate: bool = False) -> int:
-    """Run `job` for `command` (rescale or migrate) in a Spark session of its own (`with_sparkstate`: with our
-    jar) after refusing a checkpoint that is not there, and report its summary, or that the checkpoint already
-    was as asked, or why it was refused."""
+def add_rewrite_arguments(p: argparse.ArgumentParser, command: str, conf_example: str) -> None:
+    """The arguments `command` (rescale or migrate) takes after its own: file sinks, the Spark master and
+    conf, --json."""
+    tool = _tool(command)
+    p.add_argument("--file-sink", action="append", default=[], metavar="PATH",
+                   help=f"output path of a file sink of the query (repeatable): its own batch log gets the "
+                        f"{tool.noun}'s batch, which Spark's file sink needs to restart")
+    p.add_argument("--repair-file-sink", metavar="PATH",
+                   help=f"instead of {tool.gerund}: add the rescale and migration batches missing from the file "
+                        "sink log at PATH (a checkpoint rescaled or migrated without --file-sink whose query, or "
+                        "a read of its output, fails with BATCH_METADATA_NOT_FOUND)")
+    p.add_argument("--master", default=None, help=f"Spark master for the {tool.noun} job (default local[*])")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help=f"extra Spark conf, e.g. {conf_example}")
+    add_json_argument(p)
+
+
+def run_rewrite(command: str, args: argparse.Namespace, out: Output, wrong_arguments: ArgumentCheck,
+                job: RewriteJob, with_sparkstate: bool = False) -> int:
+    """`sparkstate <command>` (rescale or migrate): the file sink repair if asked for; else, after refusing wrong
+    arguments and a checkpoint that is not there, `job` in a Spark session of its own (`with_sparkstate`: with
+    our jar), and its summary, or that the checkpoint already was as asked, or why it was refused."""
     from ..errors import AlreadyDoneError, SparkstateError
 
+    if args.repair_file_sink:
+        return repair_sink(command, args.checkpoint, args.repair_file_sink, args.conf, out)
+    wrong = wrong_arguments(args)
+    if wrong:
+        out.error(command, wrong)
+        return EXIT_PROBLEM
     try:
         check_before_spark(args.checkpoint, args.conf)
     except SparkstateError as e:
@@ -37,7 +63,7 @@ def run_rewrite(command: str, args: argparse.Namespace, out: Output, job: Rewrit
     spark, extra = start_spark(f"sparkstate-{command}", args.master, args.conf, with_sparkstate)
     try:
         with out.progress(command, None) as bar:
-            summary = job(spark, extra, bar)
+            summary = job(args, spark, extra, bar)
     except AlreadyDoneError as e:
         return already_done(command, args.checkpoint, e, args.file_sink, args.conf, out)
     except SparkstateError as e:
