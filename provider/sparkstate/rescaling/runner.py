@@ -13,7 +13,7 @@ Order of writes (each step is safe to interrupt; re-running the command with the
 4. Publish each staged manifest as `manifests/<N+2>.manifest` of its store (put-if-absent); set the new
    partition count in each operator's metadata (`state/<op>/_metadata/metadata`, read by Spark's
    `state-metadata` source); give each file sink named by the caller an entry for batch N+1
-   (`file_sink.py`).
+   (`rewrite/file_sink.py`).
 5. `commits/<N+1>`: a copy of `commits/<N>`. The rescale is complete; staging and lock are removed.
 
 Old partitions keep all their versions; version N+2 is new. Retention deletes old files later.
