@@ -16,10 +16,10 @@ from sparkstate.inspection import verify_checkpoint
 from sparkstate.rescaling import RescaleError, build_plan
 from sparkstate.rescaling.plan import Plan, store_spec_doc
 from sparkstate.rescaling.runner import _publish, _remove_staging
-from sparkstate.rewrite.lock import RewriteLock
-from sparkstate.rewrite.tool import RESCALE
 from sparkstate.rescaling.task import rescale_partition, rescale_partitions
 from sparkstate.rescaling.verify import verify_join_state, verify_routing
+from sparkstate.rewrite.lock import RewriteLock
+from sparkstate.rewrite.tool import RESCALE
 from sparkstate.storage import fileio_for
 
 from ..storage.instrumented import InjectedFault, instrument_local_storage
