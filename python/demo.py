@@ -295,7 +295,7 @@ def first_lines(message: str, limit: int = 3) -> str:
 
 def add_offline_batches_to_the_sink_log(checkpoint: str, output_dir: str, compact_interval: int) -> None:
     """After `sparkstate rescale` or `sparkstate migrate` on `<workdir>/checkpoint`, the parquet sink's own
-    log needs the command's batch (see sparkstate.rescaling.file_sink); the demo knows its output path, so
+    log needs the command's batch (see sparkstate.rewrite.file_sink); the demo knows its output path, so
     it adds it."""
     try:
         from sparkstate.rescaling import repair_file_sink

@@ -5,7 +5,11 @@ from __future__ import annotations
 import importlib.util
 import os
 
+import pytest
+
 import sparkstate
+
+pytestmark = pytest.mark.spark  # compiles and runs Java
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

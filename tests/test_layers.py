@@ -4,6 +4,11 @@
     config, errors, liveness, keygroups, units         (ground: any layer may use them; they use no layer)
     rescaling, migration, inspection, cli               (tools beside the layers: they use the layers,
                                                          no layer uses them)
+    rewrite                                             (what the tools share, beside the layers too: it uses
+                                                         the layers, the tools use it, it uses no tool)
+
+A tool imports no private (`_`) name of another package, and nothing outside the engine reaches into a
+backend (`engine.heap`, `engine.rocksdb`): the engine's own modules say what it offers the tools.
 
 Read from the source with `ast` (every import statement, at module level or inside a function), so it
 holds for lazy imports too. Dynamic imports by name (`importlib`) are not seen.
@@ -17,6 +22,8 @@ PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 LAYERS = {"storage": 1, "checkpoint": 2, "engine": 3, "worker": 4}
 GROUND = {"config", "errors", "liveness", "keygroups", "units"}
 TOOLS = {"rescaling", "migration", "inspection", "cli"}
+SHARED_BY_TOOLS = {"rewrite"}
+BACKENDS = ("engine.heap", "engine.rocksdb")
 
 
 def _modules() -> dict[str, str]:
@@ -31,19 +38,25 @@ def _modules() -> dict[str, str]:
     return out
 
 
+def _import_target(module: str, path: str, node: ast.ImportFrom) -> str | None:
+    """The package module a `from ... import` in `module` (at `path`) imports from ("" for the package
+    itself), or None when it is not this package's."""
+    if node.level:
+        base = module.split(".") if path.endswith("__init__.py") else module.split(".")[:-1]
+        parts = base[: len(base) - (node.level - 1)] if node.level > 1 else list(base)
+        return ".".join(parts + ([node.module] if node.module else []))
+    if node.module and (node.module == "sparkstate" or node.module.startswith("sparkstate.")):
+        return node.module[len("sparkstate."):] if node.module != "sparkstate" else ""
+    return None
+
+
 def _imports(module: str, path: str, known: set[str]) -> set[str]:
     """The package modules `module` imports (relative and absolute `sparkstate.` imports)."""
-    is_package = path.endswith("__init__.py")
-    base = module.split(".") if is_package else module.split(".")[:-1]
     found = set()
     for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = base[: len(base) - (node.level - 1)] if node.level > 1 else list(base)
-                target = ".".join(parts + ([node.module] if node.module else []))
-            elif node.module and (node.module == "sparkstate" or node.module.startswith("sparkstate.")):
-                target = node.module[len("sparkstate."):] if node.module != "sparkstate" else ""
-            else:
+            target = _import_target(module, path, node)
+            if target is None:
                 continue
             for alias in node.names:  # `from . import files` names a module; `from .x import y` a name
                 candidate = f"{target}.{alias.name}" if target else alias.name
@@ -75,11 +88,37 @@ def test_no_layer_imports_upwards_or_into_the_tools():
                 continue
             if top in GROUND and target not in GROUND:
                 wrong.append(f"{module} -> {dep} (ground modules use no layer)")
-            elif top in LAYERS and target in TOOLS:
-                wrong.append(f"{module} -> {dep} (a layer uses no tool)")
+            elif top in LAYERS and target in TOOLS | SHARED_BY_TOOLS:
+                wrong.append(f"{module} -> {dep} (a layer uses no tool, nor what the tools share)")
+            elif top in SHARED_BY_TOOLS and target in TOOLS:
+                wrong.append(f"{module} -> {dep} (what the tools share uses no tool)")
             elif top in LAYERS and target in LAYERS and LAYERS[target] > LAYERS[top]:
                 wrong.append(f"{module} -> {dep} (upwards)")
     assert not wrong, "imports against the layering:\n" + "\n".join(sorted(wrong))
+
+
+def test_only_the_engine_reaches_into_a_backend():
+    wrong = [f"{module} -> {dep}" for module, deps in _graph().items() if _top(module) != "engine"
+             for dep in deps if dep.startswith(BACKENDS)]
+    assert not wrong, "imports of a backend's modules from outside the engine:\n" + "\n".join(sorted(wrong))
+
+
+def test_no_package_imports_another_ones_private_names():
+    """`from ..rescaling.runner import _refuse_if_running_here` in migration would couple two tools through a
+    name that promises nothing; what packages share is public (for the tools: in `rewrite`)."""
+    modules = _modules()
+    known = set(modules)
+    wrong = []
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            target = _import_target(module, path, node)
+            if target is None or target not in known and target != "" or _top(target) == _top(module):
+                continue
+            wrong += [f"{module} imports {alias.name} from {target}" for alias in node.names
+                      if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert not wrong, "private names imported across packages:\n" + "\n".join(sorted(wrong))
 
 
 def test_no_import_cycle():
@@ -113,3 +152,4 @@ def test_the_walk_sees_the_imports_it_checks():
     assert "checkpoint.location" in graph["engine.store"]
     assert "engine.arrow_files" in graph["engine.heap.snapshot"]
     assert "storage.fileio" in graph["checkpoint.location"]
+    assert "rewrite.batch" in graph["rescaling.runner"] and "rewrite.batch" in graph["migration.runner"]

@@ -86,7 +86,7 @@ def test_rescale_refuses_a_missing_checkpoint_before_starting_spark(tmp_path):
 
 
 def test_migrate_repairs_a_file_sink_log_without_starting_spark(tmp_path, capsys):
-    from ..rescale.test_file_sink import _checkpoint, _sink
+    from ..rewrite.test_file_sink import _checkpoint, _sink
     providers = ["io.sparkstate.PythonStateStoreProvider"] * 2 + ["org.example.HDFSBackedStateStoreProvider"] * 2
     ckpt = _checkpoint(tmp_path, [4] * 4, committed=3, providers=providers)
     sink = _sink(tmp_path, ["0", "1", "3"])
@@ -105,10 +105,10 @@ def test_a_rewrite_with_nothing_to_do_succeeds_and_still_completes_its_file_sink
     import io
 
     from sparkstate.cli.console import Output
-    from sparkstate.cli.rescale import already_done
+    from sparkstate.cli.rewrite_command import already_done
     from sparkstate.errors import AlreadyRescaledError
 
-    from ..rescale.test_file_sink import _checkpoint, _sink
+    from ..rewrite.test_file_sink import _checkpoint, _sink
     ckpt = _checkpoint(tmp_path, [4, 4, 6, 6], committed=3)  # batch 2 rescaled to 6
     sink = _sink(tmp_path, ["0", "1", "3"])
     done = AlreadyRescaledError(f"the state of {ckpt} already has 6 partitions")

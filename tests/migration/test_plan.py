@@ -5,7 +5,7 @@ from sparkstate.errors import MigrationError
 from sparkstate.migration.plan import build_plan
 from sparkstate.storage import fileio_for
 
-from ..rescale.test_file_sink import _checkpoint
+from ..rewrite.test_file_sink import _checkpoint
 
 SPARKSTATE = "io.sparkstate.PythonStateStoreProvider"
 

@@ -5,13 +5,13 @@ meanwhile runs skip its output."""
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import pytest
 
 from sparkstate.config import PROVIDER_CLASS
 from sparkstate.errors import MigrationError
 from sparkstate.migration import runner
+from sparkstate.migration.plan import MigrationPlan
 from sparkstate.storage import fileio_for
 
 from ..storage.instrumented import InjectedFault, InstrumentedFileIO
@@ -40,9 +40,9 @@ def _sink(root, batches: int) -> str:
     return str(root / "out")
 
 
-def _plan(ckpt: str, last: int) -> SimpleNamespace:
-    return SimpleNamespace(checkpoint=ckpt, last_committed_batch=last, new_batch=last + 1, target_class=HDFS,
-                           resume=False, checkpoint_ids=False)
+def _plan(ckpt: str, last: int) -> MigrationPlan:
+    return MigrationPlan(checkpoint=ckpt, source_class=PROVIDER_CLASS, target_class=HDFS, backend=None,
+                         last_committed_batch=last, partitions=2, stores=())
 
 
 def test_a_query_started_meanwhile_fails_the_publish_before_any_sink_entry(tmp_path):

@@ -197,9 +197,9 @@ def test_stream_stream_join_3_to_12(spark, tmp_path, variant):
     # every join key's count and its 0..n-1 indexes moved together; every key sits in its partition
     plan = build_plan(checkpoint, 5)
     assert plan.old_partitions == 12
-    checked = verify_join_state(plan, 12, plan.old_version)
+    checked = verify_join_state(plan, 12, plan.source_version)
     assert checked["left-keyWithIndexToValue"] > 0 and checked["right-keyWithIndexToValue"] > 0
-    assert verify_routing(plan, 12, plan.old_version) > 0
+    assert verify_routing(plan, 12, plan.source_version) > 0
     left.add_all(left_files[2:])
     right.add_all(right_files[2:])
     run()

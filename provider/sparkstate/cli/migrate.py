@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from .common import add_json_argument
-from .console import EXIT_OK, EXIT_PROBLEM, Output
+from .console import Output
+from .rewrite_command import add_rewrite_arguments, run_rewrite
 
 HELP = "move a stopped query's state between Spark's providers (hdfs, rocksdb) and sparkstate"
 DESCRIPTION = """\
@@ -26,61 +27,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                                    "rocksdb)")
     p.add_argument("--partitions", type=int, metavar="N",
                    help="also rescale the state to N partitions (sparkstate on one side; a second job)")
-    p.add_argument("--file-sink", action="append", default=[], metavar="PATH",
-                   help="output path of a file sink of the query (repeatable): its log gets the migration's batch")
-    p.add_argument("--repair-file-sink", metavar="PATH",
-                   help="instead of migrating: add the migration and rescale batches missing from the file sink "
-                        "log at PATH (a checkpoint migrated without --file-sink whose query, or a read of its "
-                        "output, fails with BATCH_METADATA_NOT_FOUND)")
-    p.add_argument("--master", default=None, help="Spark master for the job (default local[*])")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra Spark conf, e.g. the query's spark.sql.streaming.stateStore.* settings")
-    add_json_argument(p)
+    add_rewrite_arguments(p, "migrate", "the query's spark.sql.streaming.stateStore.* settings")
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    from ..errors import AlreadyDoneError, SparkstateError
-    from .rescale import already_done, check_before_spark, repair_sink, start_spark
+    return run_rewrite("migrate", args, out, _wrong_arguments, _migrate, with_sparkstate=True)
 
-    if args.repair_file_sink:
-        return repair_sink("migrate", args.checkpoint, args.repair_file_sink, args.conf, out)
+
+def _wrong_arguments(args: argparse.Namespace) -> str | None:
     if args.to is None:
-        out.error("migrate", "--to is required (or --repair-file-sink)")
-        return EXIT_PROBLEM
+        return "--to is required (or --repair-file-sink)"
     if args.backend and args.to != "sparkstate":
-        out.error("migrate", f"--backend applies to --to sparkstate only (got --to {args.to})")
-        return EXIT_PROBLEM
+        return f"--backend applies to --to sparkstate only (got --to {args.to})"
     if args.partitions is not None and args.partitions < 1:
-        out.error("migrate", f"--partitions must be a positive integer, got {args.partitions}")
-        return EXIT_PROBLEM
-    try:
-        check_before_spark(args.checkpoint, args.conf)
-    except SparkstateError as e:
-        out.error("migrate", f"refused: {e}")
-        return EXIT_PROBLEM
+        return f"--partitions must be a positive integer, got {args.partitions}"
+    return None
+
+
+def _migrate(args: argparse.Namespace, spark: Any, _extra: dict[str, str], bar: Any) -> Any:
     from ..migration import migrate, migrate_and_rescale
 
-    spark, _ = start_spark("sparkstate-migrate", args.master, args.conf, with_sparkstate=True)
-    try:
-        with out.progress("migrate", None) as bar:
-            steps = {"name": "migrate"}
-            options = dict(backend=args.backend, file_sinks=args.file_sink,
-                           progress=lambda done, total: bar.update(done, total, f"partitions ({steps['name']})"))
-            if args.partitions is None:
-                summary = migrate(spark, args.checkpoint, args.to, **options)
-            else:
-                summary = migrate_and_rescale(spark, args.checkpoint, args.to, args.partitions,
-                                              step=lambda name: steps.update(name=name), **options)
-    except AlreadyDoneError as e:
-        return already_done("migrate", args.checkpoint, e, args.file_sink, args.conf, out)
-    except SparkstateError as e:
-        out.error("migrate", f"refused/failed: {e}")
-        return EXIT_PROBLEM
-    finally:
-        spark.stop()
-    out.line(summary.describe())
-    out.document(summary)
-    if not args.file_sink:
-        out.note(f"If the query writes to a file sink, give its output path the migration's batch before the "
-                 f"restart: sparkstate migrate --checkpoint {args.checkpoint} --repair-file-sink <output path>")
-    return EXIT_OK
+    steps = {"name": "migrate"}
+    options = dict(backend=args.backend, file_sinks=args.file_sink,
+                   progress=lambda done, total: bar.update(done, total, f"partitions ({steps['name']})"))
+    if args.partitions is None:
+        return migrate(spark, args.checkpoint, args.to, **options)
+    return migrate_and_rescale(spark, args.checkpoint, args.to, args.partitions,
+                               step=lambda name: steps.update(name=name), **options)

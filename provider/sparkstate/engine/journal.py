@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..checkpoint import SharedFileRef
 from ..checkpoint.file_manager import new_attempt_id
-from .backend import BackendContext
+from .backend_contract import BackendContext
 from . import arrow_files as hf
 
 

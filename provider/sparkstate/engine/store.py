@@ -28,8 +28,8 @@ from ..errors import (
 )
 from ..keygroups import key_group, partition_of
 from ..storage import FileIO
-from .backend import Backend, BackendContext, Cursor
-from .backends import builder_for, open_snapshot
+from .backend_contract import Backend, BackendContext, Cursor
+from .backend_registry import builder_for, open_snapshot
 from .change_feed import VersionChanges, read_changes, snapshot_lineage
 from .local_layout import InstanceLayout, default_local_root, reclaim_dead_instances, safe_name
 from .snapshot_runner import run_snapshot

@@ -46,9 +46,10 @@ from ..checkpoint.location import discover_stores, query_key, state_root
 from ..checkpoint.recorded_attempts import RecordedAttempts, read_recorded_manifest
 from ..checkpoint.spark_logs import OffsetEntry, SparkLogs
 from ..config import PROVIDER_CLASS, PROVIDER_CLASS_KEY
-from ..engine.heap.chain import Chain
+from ..engine import check_restorable
 from ..errors import CheckpointError, SparkstateError
-from ..rescaling.file_sink import file_sink_rollback_entries
+from ..rewrite.file_sink import file_sink_rollback_entries
+from ..rewrite.tool import ROLLBACK
 from ..storage import FileIO
 from .unfinished import unfinished_rewrite
 
@@ -239,11 +240,10 @@ def _check_store(root: str, rel: str, io: FileIO, report: VerifyReport, expected
         store.backend = manifest.backend  # the newest loadable version's: a migration can switch it
         path = fm.manifest_path(v, None if candidates is None else manifest.checkpoint_id)
         check.problems.extend(_identity_problems(manifest, place, expected_key, path))
-        if manifest.backend == "heap":
-            try:
-                Chain.of(manifest, path)
-            except CheckpointError as e:
-                check.problems.append(str(e))
+        try:
+            check_restorable(manifest, path)
+        except CheckpointError as e:
+            check.problems.append(str(e))
         check.problems.extend(_file_problems(fm, manifest, scratch, checked))
     if store.needed and store.check_of(store.needed) is None and not store.abandoned:
         store.versions.append(VersionCheck(store.needed, [
@@ -336,7 +336,7 @@ def rollback_plan(report: VerifyReport, target: int, file_sinks: Iterable[tuple[
         paths += [f"{s.manifests_dir}/{n}" for _, _, n in sorted(names, key=lambda t: (-t[0], t[1], t[2]))]
     last = report.last_batch if report.last_batch is not None else -1
     for fio, sink in file_sinks:
-        paths += file_sink_rollback_entries(fio, sink, target, last)
+        paths += file_sink_rollback_entries(fio, sink, target, last, ROLLBACK)
     return paths
 
 
@@ -348,7 +348,8 @@ def apply_rollback(report: VerifyReport, target: int, fileio: FileIO, state_file
                               f"offset log has no batch {target}")
     sinks = list(file_sinks)
     last = report.last_batch if report.last_batch is not None else -1
-    sink_entries = {p: fio for fio, sink in sinks for p in file_sink_rollback_entries(fio, sink, target, last)}
+    sink_entries = {p: fio for fio, sink in sinks
+                    for p in file_sink_rollback_entries(fio, sink, target, last, ROLLBACK)}
     removed = []
     for path in rollback_plan(report, target, sinks):
         io = sink_entries.get(path) or (state_fileio if path.endswith(".manifest") else fileio)

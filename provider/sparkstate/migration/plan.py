@@ -18,12 +18,12 @@ batch's commit log entry lists the target's ids in the same positions.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Mapping
 
 from ..checkpoint import CheckpointFileManager
 from ..checkpoint.location import StoreLocation, open_file_manager, spark_store_location
-from ..checkpoint.recorded_attempts import RecordedStore, held_attempt, match_recorded_ids
+from ..checkpoint.recorded_attempts import RecordedStore, held_attempt
 from ..checkpoint.spark_logs import (
     PROVIDER_CLASS_CONF,
     SUPPORTED_OPERATORS,
@@ -35,6 +35,8 @@ from ..checkpoint.spark_logs import (
 )
 from ..config import PREFIX, PROVIDER_CLASS, Settings
 from ..errors import AlreadyMigratedError, CheckpointError, MigrationError
+from ..rewrite.batch import RewriteBatch, with_recorded_attempts
+from ..rewrite.tool import MIGRATION
 from ..storage import FileIO, join_path
 
 CHECKPOINT_FORMAT_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
@@ -60,7 +62,10 @@ class StoreToCopy:
 
 
 @dataclass(frozen=True)
-class MigrationPlan:
+class MigrationPlan(RewriteBatch):
+    """The migration of every store's source version B+1 through the source provider to the target version B+2
+    through the target provider (RewriteBatch)."""
+
     checkpoint: str
     source_class: str
     target_class: str
@@ -74,23 +79,6 @@ class MigrationPlan:
     # ("<op>/<store name>") per partition, and each operator's stores in the commit log's order
     source_checkpoint_ids: dict[str, list[str]] = field(default_factory=dict)
     store_order: dict[str, list[str]] = field(default_factory=dict)
-
-    @property
-    def checkpoint_ids(self) -> bool:
-        """Whether the checkpoint is of format v2 (both providers then run with it)."""
-        return bool(self.store_order)
-
-    @property
-    def new_batch(self) -> int:
-        return self.last_committed_batch + 1
-
-    @property
-    def source_version(self) -> int:
-        return self.last_committed_batch + 1
-
-    @property
-    def target_version(self) -> int:
-        return self.last_committed_batch + 2
 
     def expected_results(self) -> set[tuple[int, str, int]]:
         """(operator, store, partition) of every store the copy must report."""
@@ -157,15 +145,14 @@ def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO,
                          last_committed_batch=last, partitions=partitions, stores=stores, resume=resume,
                          source_conf=source_conf)
     if commit.state_unique_ids is not None:
-        plan = _with_recorded_ids(plan, fio, ours, commit.state_unique_ids, logs.commit_path(last))
+        plan = with_recorded_attempts(plan, commit.state_unique_ids, _source_stores(plan, ours),
+                                      _held_attempt(plan, fio), logs.commit_path(last), MIGRATION)
     return plan
 
 
-def _with_recorded_ids(plan: MigrationPlan, fio: FileIO, ours: OurStores, recorded: dict[str, list[list[str]]],
-                       source: str) -> MigrationPlan:
-    """The plan with the attempt of version B+1 each source store holds among those the commit log recorded,
-    and the operators' store order (recorded_attempts.match_recorded_ids)."""
-    version = plan.source_version
+def _source_stores(plan: MigrationPlan, ours: OurStores) -> list[RecordedStore[Any]]:
+    """Every source store partition, as the match with the attempts the commit log (checkpoint format v2)
+    recorded asks about it: sparkstate's by its file manager, Spark's RocksDB provider's by its directory."""
     stores: list[RecordedStore[Any]] = []
     for s in plan.stores:
         for part in [0] if s.single_partition else range(plan.partitions):
@@ -175,6 +162,12 @@ def _with_recorded_ids(plan: MigrationPlan, fio: FileIO, ours: OurStores, record
             else:
                 location = spark_store_location(plan.checkpoint, s.operator_id, part, s.store_name)
                 stores.append(RecordedStore(s.operator_id, s.store_name, part, location, location))
+    return stores
+
+
+def _held_attempt(plan: MigrationPlan, fio: FileIO) -> Callable[[Any, list[str]], int | None]:
+    """How to tell which candidate attempt of the source version a source store holds (None: none of them)."""
+    version = plan.source_version
 
     def held(handle: Any, candidates: list[str]) -> int | None:
         if plan.source_class == PROVIDER_CLASS:
@@ -182,11 +175,7 @@ def _with_recorded_ids(plan: MigrationPlan, fio: FileIO, ours: OurStores, record
         # Spark's RocksDB provider: a version's attempt is <v>_<id>.zip or <v>_<id>.changelog
         names = [[join_path(handle, f"{version}_{c}{ext}") for ext in ROCKSDB_VERSION_FILES] for c in candidates]
         return next((i for i, paths in enumerate(names) if any(fio.exists(p) for p in paths)), None)
-    try:
-        matched = match_recorded_ids(recorded, stores, version, held, source)
-    except CheckpointError as e:
-        raise MigrationError(str(e)) from None
-    return replace(plan, source_checkpoint_ids=matched.per_store(), store_order=matched.order)
+    return held
 
 
 def committed_logs(fio: FileIO, checkpoint: str) -> tuple[SparkLogs, list[int], list[int]]:

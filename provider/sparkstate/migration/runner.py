@@ -23,14 +23,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..checkpoint.recorded_attempts import state_unique_ids
-from ..checkpoint.spark_logs import PROVIDER_CLASS_CONF, SparkLogs
+from ..checkpoint.spark_logs import PROVIDER_CLASS_CONF
 from ..config import PREFIX, Settings
-from ..errors import CheckpointError, MigrationError, RescaleError
-from ..rescaling.file_sink import COMPACT_INTERVAL_KEY, check_file_sink, compact_interval_setting, record_empty_batch
-from ..rescaling.plan import normalize_checkpoint
-from ..rescaling.runner import CheckpointToolLock, _refuse_if_running_here, session_s3a, session_sparkstate_conf
-from ..storage import fileio_for, join_path
+from ..errors import MigrationError
+from ..rewrite.batch import BatchPublisher
+from ..rewrite.file_sink import COMPACT_INTERVAL_KEY, check_file_sink, compact_interval_setting
+from ..rewrite.job_failure import job_failure_message
+from ..rewrite.lock import RewriteLock
+from ..rewrite.session import session_s3a, session_sparkstate_conf
+from ..rewrite.stopped_query import normalize_checkpoint, refuse_if_running
+from ..rewrite.tool import MIGRATION
+from ..storage import FileIO, fileio_for, join_path
 from .plan import MigrationPlan, OurStores, build_plan, plan_for_job
 
 ProgressFn = Callable[[int, int], None]
@@ -65,29 +68,26 @@ def migrate(spark: Any, checkpoint: str, to: str, *, backend: str | None = None,
     t0 = time.perf_counter()
     checkpoint = normalize_checkpoint(checkpoint)
     fio = fileio_for(checkpoint)
-    _refuse_if_running(spark, checkpoint)
+    refuse_if_running(spark, checkpoint, MIGRATION)
     ours = session_stores(spark, checkpoint)
     build_plan(checkpoint, to, backend, fio, ours)  # a checkpoint it refuses gets no lock file either
-    lock = CheckpointToolLock(fio, checkpoint)
-    try:
-        lock.acquire(f"migration to {to}")
-    except RescaleError as e:
-        raise MigrationError(str(e)) from None
+    lock = RewriteLock(fio, checkpoint, MIGRATION)
+    lock.acquire(f"migration to {to}")
     try:
         plan = build_plan(checkpoint, to, backend, fio, ours)
         if not plan.resume:
             for sink in file_sinks:
-                check_file_sink(fileio_for(sink), sink, plan.last_committed_batch)
-        interval = compact_interval_setting(spark.conf.get(COMPACT_INTERVAL_KEY, None))
+                check_file_sink(fileio_for(sink), sink, plan.last_committed_batch, MIGRATION)
+        interval = compact_interval_setting(spark.conf.get(COMPACT_INTERVAL_KEY, None), MIGRATION)
         results = _run_job(spark, plan, progress)
         _verify(plan, results)
-        _refuse_if_running(spark, checkpoint)
+        refuse_if_running(spark, checkpoint, MIGRATION)
         _publish(plan, fio, file_sinks, interval, results)
     finally:
         lock.release()
     return MigrationSummary(
         checkpoint=checkpoint, source=plan.describe().split(" -> ")[0], target=plan.target_class,
-        backend=plan.backend, batch_id=plan.new_batch, state_version=plan.target_version, stores=len(results),
+        backend=plan.backend, batch_id=plan.rewrite_batch, state_version=plan.target_version, stores=len(results),
         rows=sum(r["targetRows"] for r in results), bytes=sum(r["bytes"] for r in results),
         seconds=time.perf_counter() - t0)
 
@@ -96,13 +96,6 @@ def session_stores(spark: Any, checkpoint: str) -> OurStores:
     """sparkstate's stores of the query at `checkpoint` as `spark`'s session reaches them: its sparkstate
     settings (`stateLocation`, S3) and its Hadoop conf's `fs.s3a.*` entries."""
     return OurStores(checkpoint, Settings.parse(session_sparkstate_conf(spark)), session_s3a(spark))
-
-
-def _refuse_if_running(spark: Any, checkpoint: str) -> None:
-    try:
-        _refuse_if_running_here(spark, checkpoint)
-    except RescaleError as e:
-        raise MigrationError(str(e).replace("rescaling", "migrating")) from None
 
 
 def _job_conf(spark: Any, plan: MigrationPlan) -> tuple[dict[str, str], dict[str, str]]:
@@ -143,7 +136,7 @@ def _run_job(spark: Any, plan: MigrationPlan, progress: ProgressFn | None) -> li
     if "error" in box:
         raise MigrationError(f"the copy job failed; the checkpoint is unchanged (the query restarts on "
                              f"{plan.source_class}) and re-running the command starts over: "
-                             f"{_short(box['error'])}") from box["error"]
+                             f"{job_failure_message(box['error'], MIGRATION)}") from box["error"]
     if progress:
         progress(plan.partitions, plan.partitions)
     return json.loads(box["answer"])
@@ -156,15 +149,6 @@ def _stages(tracker: Any, group: str) -> list[int]:
         if info is not None:
             stages.extend(info.stageIds)
     return stages
-
-
-def _short(error: BaseException) -> str:
-    text = str(error)
-    for marker in ("MigrationError", "IOException: ", "Exception: "):
-        if marker in text:
-            text = text[text.index(marker) + len(marker):]
-            break
-    return text.strip().split("\n\tat ")[0][:1500]
 
 
 def _verify(plan: MigrationPlan, results: list[dict[str, Any]]) -> None:
@@ -183,32 +167,12 @@ def _verify(plan: MigrationPlan, results: list[dict[str, Any]]) -> None:
             "was switched, the query still runs on its source provider")
 
 
-def _publish(plan: MigrationPlan, fio: Any, file_sinks: Sequence[str], compact_interval: int,
+def _publish(plan: MigrationPlan, fio: FileIO, file_sinks: Sequence[str], compact_interval: int,
              results: list[dict[str, Any]]) -> None:
-    logs = SparkLogs(fio, plan.checkpoint)
-    entry = logs.read_offset(plan.last_committed_batch).with_conf({PROVIDER_CLASS_CONF: plan.target_class})
-    if not fio.create_exclusive(logs.offset_path(plan.new_batch), entry.encode()):
-        existing = logs.read_offset(plan.new_batch)
-        if not (plan.resume and existing.conf.get(PROVIDER_CLASS_CONF) == plan.target_class):
-            raise MigrationError(f"offset log entry {logs.offset_path(plan.new_batch)} appeared while migrating: "
-                                 "the query was started concurrently; nothing was switched")
-    for sink in file_sinks:  # the batch writes no output: an empty entry in each file sink's own log
-        record_empty_batch(fileio_for(sink), sink, plan.new_batch, compact_interval)
-    commit = _commit_entry(plan, logs, results).encode()
-    if not fio.create_exclusive(logs.commit_path(plan.new_batch), commit):
-        if fio.read_bytes(logs.commit_path(plan.new_batch)) != commit:
-            raise MigrationError(f"commit log entry {logs.commit_path(plan.new_batch)} appeared while migrating")
-
-
-def _commit_entry(plan: MigrationPlan, logs: SparkLogs, results: list[dict[str, Any]]) -> str:
-    """The migration batch's commit log entry: batch B's (same watermark); under checkpoint format v2 with the
-    ids of the target's commits, each operator's stores in the positions batch B's entry gave them."""
-    last = logs.read_commit(plan.last_committed_batch)
-    if not plan.checkpoint_ids:
-        return last.raw
+    publisher = BatchPublisher(fio, plan, MIGRATION)
+    publisher.claim(publisher.last_offset_entry().with_conf({PROVIDER_CLASS_CONF: plan.target_class}),
+                    lambda existing: plan.resume and existing.conf.get(PROVIDER_CLASS_CONF) == plan.target_class)
+    publisher.record_in_file_sinks(file_sinks, compact_interval)
     written = {(r["operatorId"], r["storeName"], r["partition"]): r.get("checkpointId") for r in results}
-    try:
-        ids = state_unique_ids(plan.store_order, plan.stores, plan.partitions, written)
-    except CheckpointError as e:
-        raise MigrationError(f"{e}: the copy job did not report it; nothing was switched, re-run") from None
-    return last.with_state_unique_ids(ids)
+    publisher.commit(plan.stores, plan.partitions, written, "the copy job did not report it; nothing was switched, "
+                     "re-run")

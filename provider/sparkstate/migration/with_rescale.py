@@ -13,8 +13,8 @@ from typing import Any, Callable, Sequence
 
 from ..config import PROVIDER_CLASS
 from ..errors import AlreadyMigratedError, MigrationError
-from ..rescaling.plan import normalize_checkpoint
-from ..rescaling.runner import RescaleSummary, rescale
+from ..rescaling import RescaleSummary, rescale
+from ..rewrite.stopped_query import normalize_checkpoint
 from ..storage import fileio_for
 from .plan import PROVIDERS, committed_logs, pinned_provider, provider_name, refuse_backend_switch
 from .runner import MigrationSummary, ProgressFn, migrate, session_stores

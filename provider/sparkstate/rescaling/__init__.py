@@ -6,8 +6,7 @@ from the old partitions' latest versions by key group (`task.py`), then writes t
 Spark 4.3's offline repartition does (`runner.py`). docs/checkpoint-format.md describes what is written.
 """
 from ..errors import RescaleError
-from .file_sink import repair_file_sink
 from .plan import Plan, build_plan
-from .runner import Progress, RescaleSummary, rescale
+from .runner import Progress, RescaleSummary, repair_file_sink, rescale
 
 __all__ = ["rescale", "repair_file_sink", "build_plan", "Plan", "Progress", "RescaleSummary", "RescaleError"]

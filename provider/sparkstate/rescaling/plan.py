@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from math import gcd
 from typing import Any
 
 from ..checkpoint import CheckpointFileManager
 from ..checkpoint.location import open_file_manager, spark_store_location
-from ..checkpoint.recorded_attempts import RecordedStore, held_attempt, match_recorded_ids
+from ..checkpoint.recorded_attempts import RecordedStore, held_attempt
 from ..checkpoint.spark_logs import (
     PROVIDER_CLASS_CONF,
     SUPPORTED_OPERATORS,
@@ -25,13 +25,16 @@ from ..checkpoint.spark_logs import (
 )
 from ..config import PREFIX, PROVIDER_CLASS, Settings
 from ..errors import AlreadyRescaledError, CheckpointError, RescaleError
+from ..rewrite.batch import RewriteBatch, with_recorded_attempts
+from ..rewrite.lock import WORK_DIR
+from ..rewrite.stopped_query import normalize_checkpoint
+from ..rewrite.tool import RESCALE
 from ..storage import FileIO, fileio_for, join_path
 from ..storage.local import local_path_or_none
 
 # operatorName in v1 operator metadata -> stateful operators sparkstate serves (contract §8).
 JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues",
                "right-keyWithIndexToValue")
-STAGING_DIR = "sparkstate-rescale"
 
 
 @dataclass(frozen=True)
@@ -50,53 +53,33 @@ class StorePlan:
 
 
 @dataclass(frozen=True)
-class Plan:
-    """Everything an executor task needs; JSON-serializable (shipped in the task closure)."""
+class Plan(RewriteBatch):
+    """Everything an executor task needs; JSON-serializable (shipped in the task closure). The old stores'
+    version N+1 is the source version, the new stores' N+2 the target version (RewriteBatch)."""
 
     checkpoint: str
     old_partitions: int
     new_partitions: int
-    last_committed_batch: int      # batch N; the old stores' latest version is N + 1
+    last_committed_batch: int      # batch N
     backend: str
     settings_conf: dict[str, str]  # sparkstate settings (full keys) for opening and writing stores
     stores: tuple[StorePlan, ...]
     resume_metadata: bool = False  # offsets/<N+1> already written by an earlier, interrupted run
     # Checkpoint format v2: the attempt of the old version that the commit log recorded, per store
     # ("<op>/<store name>") per old partition, and each operator's stores in the commit log's order
-    old_checkpoint_ids: dict[str, list[str | None]] = field(default_factory=dict)
+    source_checkpoint_ids: dict[str, list[str]] = field(default_factory=dict)
     store_order: dict[str, list[str]] = field(default_factory=dict)
     # The session's Hadoop `fs.s3a.*` entries (S3 endpoint, credentials) for state on S3. May hold secrets:
     # shipped to the tasks, never in repr nor in the staging copy of the plan (`to_json(secrets=False)`).
     hadoop_s3a: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
-    def checkpoint_ids(self) -> bool:
-        """Whether the checkpoint is of format v2 (the new version's commits get ids too)."""
-        return bool(self.store_order)
-
-    def old_checkpoint_id(self, store: StorePlan, part: int) -> str | None:
-        ids = self.old_checkpoint_ids.get(f"{store.operator_id}/{store.store_name}") or []
-        return ids[part] if part < len(ids) else None
-
-    @property
-    def new_batch(self) -> int:
-        return self.last_committed_batch + 1
-
-    @property
-    def old_version(self) -> int:
-        return self.last_committed_batch + 1
-
-    @property
-    def new_version(self) -> int:
-        return self.last_committed_batch + 2
-
-    @property
     def plan_id(self) -> str:
-        return f"batch{self.new_batch}-to{self.new_partitions}"
+        return f"batch{self.rewrite_batch}-to{self.new_partitions}"
 
     @property
     def staging_dir(self) -> str:
-        return join_path(self.checkpoint, STAGING_DIR, self.plan_id)
+        return join_path(self.checkpoint, WORK_DIR, self.plan_id)
 
     def settings(self) -> Settings:
         return Settings.parse({**self.settings_conf, PREFIX + "backend": self.backend})
@@ -148,14 +131,6 @@ def store_spec_doc(plan: Plan, store: StorePlan, part: int, instance_id: str) ->
         "settings": {**plan.settings_conf, PREFIX + "backend": plan.backend},
         "hadoopS3a": plan.hadoop_s3a,
     }
-
-
-def normalize_checkpoint(path: str) -> str:
-    """Local paths (plain or `file:` URIs) as absolute paths; other URIs as given."""
-    local = local_path_or_none(path)
-    if local is None:
-        return path.rstrip("/")
-    return os.path.abspath(local)
 
 
 def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, str] | None = None,
@@ -213,9 +188,11 @@ def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, st
                 last_committed_batch=last_commit, backend=settings.backend, settings_conf=settings_conf,
                 stores=tuple(stores), resume_metadata=resume, hadoop_s3a=dict(hadoop_s3a or {}))
     if commit.state_unique_ids is not None:
-        plan = _with_recorded_ids(plan, commit.state_unique_ids, logs.commit_path(last_commit))
-    backend = _check_old_versions(plan)
-    return Plan(**{**asdict(plan), "stores": plan.stores, "backend": backend})
+        plan = with_recorded_attempts(
+            plan, commit.state_unique_ids, _source_stores(plan),
+            lambda fm, candidates: held_attempt(fm, plan.source_version, candidates), logs.commit_path(last_commit),
+            RESCALE)
+    return replace(plan, backend=_check_source_versions(plan))
 
 
 def _discover_stores(fio: FileIO, checkpoint: str) -> list[StorePlan]:
@@ -269,9 +246,9 @@ def _operator_ids(fio: FileIO, state_root: str) -> list[int]:
     return ids
 
 
-def _with_recorded_ids(plan: Plan, recorded: dict[str, list[list[str]]], source: str) -> Plan:
-    """The plan with the attempts the commit log (checkpoint format v2) recorded: each store's id is the one of
-    its partition's list whose attempt manifest the store holds; the positions give the operators' store order."""
+def _source_stores(plan: Plan) -> list[RecordedStore[CheckpointFileManager]]:
+    """Every old store partition, as the match with the attempts the commit log (checkpoint format v2) recorded
+    asks about it: by its file manager, whose attempt manifests say which attempt it holds."""
     from ..engine import StoreSpec
 
     stores: list[RecordedStore[CheckpointFileManager]] = []
@@ -280,16 +257,10 @@ def _with_recorded_ids(plan: Plan, recorded: dict[str, list[list[str]]], source:
             spec = StoreSpec.from_json(store_spec_doc(plan, store, part, "plan"))
             fm = open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a)
             stores.append(RecordedStore(store.operator_id, store.store_name, part, fm, fm.manifests_dir))
-    try:
-        matched = match_recorded_ids(recorded, stores, plan.old_version,
-                                     lambda fm, candidates: held_attempt(fm, plan.old_version, candidates), source)
-    except CheckpointError as e:
-        raise RescaleError(str(e)) from None
-    return Plan(**{**asdict(plan), "stores": plan.stores, "old_checkpoint_ids": matched.per_store(),
-                   "store_order": matched.order})
+    return stores
 
 
-def _check_old_versions(plan: Plan) -> str:
+def _check_source_versions(plan: Plan) -> str:
     """Every old store must have the latest committed version, all with one backend; returns it."""
     from ..engine import StoreSpec
 
@@ -300,10 +271,10 @@ def _check_old_versions(plan: Plan) -> str:
             spec = StoreSpec.from_json(store_spec_doc(plan, store, part, "plan"))
             fm = open_file_manager(spec.state_location(), spec.settings, spec.hadoop_s3a)
             try:
-                manifest = fm.read_manifest(plan.old_version, plan.old_checkpoint_id(store, part))
+                manifest = fm.read_manifest(plan.source_version, plan.source_checkpoint_id(store, part))
             except CheckpointError as e:
                 raise RescaleError(
-                    f"{store.label} partition {part}: version {plan.old_version} (state after batch "
+                    f"{store.label} partition {part}: version {plan.source_version} (state after batch "
                     f"{plan.last_committed_batch}) cannot be read: {e}. If the query used the sparkstate "
                     f"stateLocation setting, pass it (--conf {PREFIX}stateLocation=...)") from None
             backends[f"{store.label} partition {part}"] = manifest.backend

@@ -13,7 +13,7 @@ Order of writes (each step is safe to interrupt; re-running the command with the
 4. Publish each staged manifest as `manifests/<N+2>.manifest` of its store (put-if-absent); set the new
    partition count in each operator's metadata (`state/<op>/_metadata/metadata`, read by Spark's
    `state-metadata` source); give each file sink named by the caller an entry for batch N+1
-   (`file_sink.py`).
+   (`rewrite/file_sink.py`).
 5. `commits/<N+1>`: a copy of `commits/<N>`. The rescale is complete; staging and lock are removed.
 
 Old partitions keep all their versions; version N+2 is new. Retention deletes old files later.
@@ -23,29 +23,33 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager
-from ..checkpoint.recorded_attempts import state_unique_ids
-from ..checkpoint.spark_logs import SparkLogs, rewrite_operator_partitions
+from ..checkpoint.spark_logs import rewrite_operator_partitions
 from ..config import PREFIX
 from ..engine import StoreSpec
 from ..errors import CheckpointError, RescaleError
-from ..storage import FileIO, fileio_for, join_path
-from ..storage.local import local_path_or_none
-from .file_sink import (
+from ..rewrite import file_sink
+from ..rewrite.batch import BatchPublisher
+from ..rewrite.file_sink import (
     COMPACT_INTERVAL_KEY,
     DEFAULT_COMPACT_INTERVAL,
     check_file_sink,
     compact_interval_setting,
-    record_empty_batch,
 )
-from .plan import STAGING_DIR, Plan, build_plan, normalize_checkpoint, store_spec_doc
+from ..rewrite.job_failure import job_failure_message
+from ..rewrite.lock import WORK_DIR, RewriteLock
+from ..rewrite.session import s3a_entries, session_s3a, session_sparkstate_conf
+from ..rewrite.stopped_query import normalize_checkpoint, refuse_if_running
+from ..rewrite.tool import RESCALE
+from ..storage import FileIO, fileio_for, join_path
+from ..storage.local import local_path_or_none
+from .plan import Plan, build_plan, store_spec_doc
 from .task import done_marker_path, staged_manifest_path
 
 ProgressFn = Callable[["Progress"], None]
@@ -96,26 +100,26 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str,
     `file_sinks`: the output paths of the query's file sinks, whose own logs get the rescale's batch."""
     t0 = time.perf_counter()
     checkpoint = normalize_checkpoint(checkpoint)
-    _refuse_if_running_here(spark, checkpoint)
+    refuse_if_running(spark, checkpoint, RESCALE)
     settings_conf = session_sparkstate_conf(spark)
     settings_conf.update({k: v for k, v in (conf or {}).items() if k.startswith(PREFIX)})
     s3a = {**session_s3a(spark), **s3a_entries(conf or {})}
     fio = fileio_for(checkpoint)
-    lock = CheckpointToolLock(fio, checkpoint)
+    lock = RewriteLock(fio, checkpoint, RESCALE)
     lock.acquire(f"rescale to {num_partitions} partitions")
     try:
         plan = build_plan(checkpoint, num_partitions, settings_conf, fio, s3a)
         for sink in file_sinks:
             if not plan.resume_metadata:
-                check_file_sink(fileio_for(sink), sink, plan.last_committed_batch)
+                check_file_sink(fileio_for(sink), sink, plan.last_committed_batch, RESCALE)
         sink_compact_interval = compact_interval_setting(
-            (conf or {}).get(COMPACT_INTERVAL_KEY) or spark.conf.get(COMPACT_INTERVAL_KEY, None))
+            (conf or {}).get(COMPACT_INTERVAL_KEY) or spark.conf.get(COMPACT_INTERVAL_KEY, None), RESCALE)
         t_plan = time.perf_counter()
         _remove_other_staging(fio, plan)
         fio.write_bytes_atomic(join_path(plan.staging_dir, "plan.json"), plan.to_json(secrets=False).encode())
         results = _run_job(spark, plan, fio, progress)
         t_job = time.perf_counter()
-        _refuse_if_running_here(spark, checkpoint)
+        refuse_if_running(spark, checkpoint, RESCALE)
         _publish(plan, fio, progress, results, file_sinks, sink_compact_interval)
         _remove_staging(fio, plan)
         t_publish = time.perf_counter()
@@ -128,7 +132,7 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str,
     return RescaleSummary(
         checkpoint=checkpoint, backend=plan.backend, old_partitions=plan.old_partitions,
         new_partitions=plan.new_partitions,
-        batch_id=plan.new_batch, state_version=plan.new_version,
+        batch_id=plan.rewrite_batch, state_version=plan.target_version,
         operators=len({s.operator_id for s in plan.stores}), stores=sum(r["stores"] for r in results),
         rows=rows, data_bytes=moved, bytes_uploaded=sum(r["bytesUploaded"] for r in results),
         partitions_skipped=sum(1 for r in results if r.get("skipped")), seconds=time.perf_counter() - t0,
@@ -136,96 +140,11 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str,
                 "taskSecondsMax": round(max((r.get("ms", 0) for r in results), default=0) / 1000, 3)})
 
 
-# ---- guards ---------------------------------------------------------------------------------------
-
-def _refuse_if_running_here(spark: Any, checkpoint: str) -> None:
-    for query in spark.streams.active:
-        try:
-            root = str(query._jsq.streamingQuery().resolvedCheckpointRoot())
-        except Exception:  # noqa: BLE001 - best effort; other guards follow
-            continue
-        if normalize_checkpoint(root) == checkpoint:
-            raise RescaleError(f"query {query.name or query.id} is running on {checkpoint}; stop it "
-                               "(query.stop()) before rescaling its state")
-
-
-def session_sparkstate_conf(spark: Any) -> dict[str, str]:
-    """The sparkstate settings of `spark`'s session (full keys), without the backend (the checkpoint's manifests
-    say it) and the worker interpreter (this host's)."""
-    out = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(PREFIX)}
-    try:
-        out.update({k: v for k, v in spark.conf.getAll.items() if k.startswith(PREFIX)})
-    except Exception:  # noqa: BLE001 - older API shapes
-        pass
-    out.pop(PREFIX + "backend", None)  # the backend comes from the checkpoint's manifests
-    out.pop(PREFIX + "pythonExec", None)
-    return out
-
-
-def session_s3a(spark: Any) -> dict[str, str]:
-    """The `fs.s3a.*` entries of the Hadoop conf `spark`'s queries run with (its `spark.hadoop.fs.s3a.*` keys,
-    core-site.xml, and session confs): what the shim forwards to the workers to reach state on S3."""
-    jconf = spark.sparkContext._jsc.hadoopConfiguration()
-    out = {"fs.s3a." + str(k): str(v) for k, v in dict(jconf.getPropsWithPrefix("fs.s3a.")).items()}
-    out.update(s3a_entries(spark.conf.getAll))
-    return out
-
-
-def s3a_entries(conf: Mapping[str, str]) -> dict[str, str]:
-    """The `fs.s3a.*` entries of a Spark conf, given as `fs.s3a.*` or `spark.hadoop.fs.s3a.*`."""
-    out = {}
-    for key, value in conf.items():
-        key = key.removeprefix("spark.hadoop.")
-        if key.startswith("fs.s3a.") and value is not None:
-            out[key] = str(value)
-    return out
-
-
-class CheckpointToolLock:
-    """`<ckpt>/sparkstate-rescale/lock`, created put-if-absent, held by a rescale or a migration while it
-    rewrites the checkpoint. A lock left by a dead process on this host is taken over; otherwise a second
-    rescale or migration is refused."""
-
-    def __init__(self, fio: FileIO, checkpoint: str) -> None:
-        self.fio, self.path = fio, join_path(checkpoint, STAGING_DIR, "lock")
-        self.held = False
-
-    def acquire(self, task: str) -> None:
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "startedMs": int(time.time() * 1000),
-              "task": task}
-        for _ in range(2):
-            if self.fio.create_exclusive(self.path, json.dumps(me).encode()):
-                self.held = True
-                return
-            try:
-                other = json.loads(self.fio.read_bytes(self.path))
-            except (FileNotFoundError, ValueError):
-                continue
-            if other.get("host") == me["host"] and not _pid_alive(int(other.get("pid", -1))):
-                self.fio.delete_many([self.path])  # its owner died (killed rescale or migration): take over
-                continue
-            raise RescaleError(
-                f"another {other.get('task') or 'rescale'} (pid {other.get('pid')} on {other.get('host')}, "
-                f"started at {other.get('startedMs')} ms) holds {self.path}; wait for it, or delete that file "
-                "if it is certainly dead")
-        raise RescaleError(f"could not take the lock {self.path}")
-
-    def release(self) -> None:
-        if self.held:
-            self.fio.delete_many([self.path])
-            self.held = False
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def repair_file_sink(checkpoint: str, sink_path: str, default_interval: int = DEFAULT_COMPACT_INTERVAL) -> list[int]:
+    """Add the empty entries of the committed rescale and migration batches the file sink's log at `sink_path`
+    lacks (a checkpoint rescaled or migrated without `file_sinks`); returns the batch ids added
+    (rewrite/file_sink.py)."""
+    return file_sink.repair_file_sink(checkpoint, sink_path, default_interval, RESCALE)
 
 
 # ---- the job --------------------------------------------------------------------------------------
@@ -270,8 +189,9 @@ def _run_job(spark: Any, plan: Plan, fio: FileIO, progress: ProgressFn | None) -
                 progress(state)
                 last = state
     if "error" in box:
+        error = box["error"]
         raise RescaleError(f"the rescale job failed; the checkpoint is unchanged and re-running the command "
-                           f"continues where it stopped: {_short(box['error'])}") from box["error"]
+                           f"continues where it stopped: {job_failure_message(error, RESCALE)}") from error
     results, errors = parse_answers(box["lines"])
     if errors:
         raise RescaleError(f"the rescale job failed; the checkpoint is unchanged and re-running the command "
@@ -300,14 +220,6 @@ def _task_python(spark: Any) -> str:
     return "python3"
 
 
-def _short(e: BaseException) -> str:
-    text = str(e)
-    marker = "RescaleError: "
-    if marker in text:  # the Python error inside a Py4J/Spark task failure
-        return text[text.index(marker):].split("\n", 1)[0]
-    return text.split("\n", 1)[0][:500]
-
-
 def _progress_from_markers(plan: Plan, fio: FileIO) -> Progress:
     done = moved = rows = 0
     for p in range(plan.new_partitions):
@@ -325,7 +237,6 @@ def _progress_from_markers(plan: Plan, fio: FileIO) -> Progress:
 
 def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list[dict],
              file_sinks: Sequence[str] = (), compact_interval: int = DEFAULT_COMPACT_INTERVAL) -> None:
-    logs = SparkLogs(fio, plan.checkpoint)
     staged: list[tuple[CheckpointFileManager, bytes, str | None]] = []
     new_ids: dict[tuple[int, str, int], str | None] = {}  # (op, store, partition) -> attempt id (format v2)
     for store in plan.stores:
@@ -343,42 +254,23 @@ def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list
     if progress:
         progress(Progress(len(results), plan.new_partitions, sum(r["dataBytes"] for r in results),
                           sum(r["rows"] for r in results), "publishing"))
+    publisher = BatchPublisher(fio, plan, RESCALE)
     # 3. the repartition batch (Spark's marker of an unfinished repartition until it is committed)
-    offsets = logs.read_offset(plan.last_committed_batch).with_partitions(plan.new_partitions).encode()
-    if not fio.create_exclusive(logs.offset_path(plan.new_batch), offsets):
-        existing = logs.read_offset(plan.new_batch)
-        if not (plan.resume_metadata and existing.shuffle_partitions == plan.new_partitions):
-            raise RescaleError(f"offset log entry {logs.offset_path(plan.new_batch)} appeared while rescaling: "
-                               "the query was started concurrently; nothing was published")
+    publisher.claim(publisher.last_offset_entry().with_partitions(plan.new_partitions),
+                    lambda existing: plan.resume_metadata and existing.shuffle_partitions == plan.new_partitions)
     # 4. the stores' new version
     for fm, data, checkpoint_id in staged:
         try:
-            fm.publish_staged_manifest(plan.new_version, data, checkpoint_id)
+            fm.publish_staged_manifest(plan.target_version, data, checkpoint_id)
         except CheckpointError as e:
             raise RescaleError(f"{e} (changed by someone else during the rescale)") from e
     for op in sorted({store.operator_id for store in plan.stores}):  # what Spark's state-metadata source reads
         rewrite_operator_partitions(fio, join_path(plan.checkpoint, "state", str(op), "_metadata", "metadata"),
                                     plan.new_partitions)
-    for sink in file_sinks:  # the batch wrote no output: an empty entry in each file sink's own log
-        record_empty_batch(fileio_for(sink), sink, plan.new_batch, compact_interval)
+    publisher.record_in_file_sinks(file_sinks, compact_interval)
     # 5. commit the batch
-    commit = _commit_entry(plan, logs, new_ids).encode()
-    if not fio.create_exclusive(logs.commit_path(plan.new_batch), commit):
-        if fio.read_bytes(logs.commit_path(plan.new_batch)) != commit:
-            raise RescaleError(f"commit log entry {logs.commit_path(plan.new_batch)} appeared while rescaling")
-
-
-def _commit_entry(plan: Plan, logs: SparkLogs, new_ids: dict[tuple[int, str, int], str | None]) -> str:
-    """The rescale batch's commit log entry: the last one's (same watermark); under checkpoint format v2 with
-    the ids of the new versions, each operator's stores in the commit log's order, one list per partition."""
-    last = logs.read_commit(plan.last_committed_batch)
-    if last.state_unique_ids is None:
-        return last.raw
-    try:
-        ids = state_unique_ids(plan.store_order, plan.stores, plan.new_partitions, new_ids)
-    except CheckpointError as e:
-        raise RescaleError(f"{e}: a staged manifest has no checkpoint id; re-run the rescale") from None
-    return last.with_state_unique_ids(ids)
+    publisher.commit(plan.stores, plan.new_partitions, new_ids, "a staged manifest has no checkpoint id; re-run "
+                     "the rescale")
 
 
 def _remove_staging(fio: FileIO, plan: Plan) -> None:
@@ -387,7 +279,7 @@ def _remove_staging(fio: FileIO, plan: Plan) -> None:
 
 def _remove_other_staging(fio: FileIO, plan: Plan) -> None:
     """Staging of abandoned plans (another target, or a checkpoint that moved on since) is our garbage."""
-    root = join_path(plan.checkpoint, STAGING_DIR)
+    root = join_path(plan.checkpoint, WORK_DIR)
     local = local_path_or_none(root)
     if local is None or not os.path.isdir(local):
         return

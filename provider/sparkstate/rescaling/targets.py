@@ -5,7 +5,7 @@ new partition = `pmod(kg, N)`. A chunk of a few ten thousand entries is routed w
 C-level passes instead of a Python loop per entry, and the rule "every entry of old partition o satisfies
 `pmod(kg, old) = o`" is checked for the whole chunk at once.
 
-Targets: a new store is filled by its backend's bulk loader (`engine.backends.bulk_loader_for`: sorted
+Targets: a new store is filled by its backend's bulk loader (`engine.backend_registry.bulk_loader_for`: sorted
 SST files ingested into an empty database for RocksDB, batches of puts otherwise), then committed
 through the backend's own snapshot path (`run_snapshot`). Local files of a target live in its own
 instance directory (`InstanceLayout`), deleted by `close`.
@@ -18,8 +18,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..engine.backend import BackendContext, BulkLoader, SnapshotOutcome
-from ..engine.backends import bulk_loader_for
+from ..engine.backend_contract import BackendContext, BulkLoader, SnapshotOutcome
+from ..engine.backend_registry import bulk_loader_for
 from ..engine.local_layout import InstanceLayout
 from ..engine.snapshot_runner import run_snapshot
 from ..errors import RescaleError

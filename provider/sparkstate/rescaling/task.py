@@ -25,7 +25,7 @@ import numpy as np
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager, open_fileio
 from ..engine import Store, StoreSpec
-from ..engine.backend import BackendContext, CommitIds
+from ..engine.backend_contract import BackendContext, CommitIds
 from ..engine.local_layout import InstanceLayout
 from ..errors import RescaleError
 from ..storage import FileIO, fileio_for, join_path
@@ -157,10 +157,10 @@ def _build_stores(plan: Plan, store: StorePlan, parts: list[int], sources: list[
             _copy_from(plan, store, old, root, targets)
         out = {}
         for p, target in targets.items():
-            outcome = target.commit(plan.new_version)
+            outcome = target.commit(plan.target_version)
             if outcome.manifest.num_keys != target.rows:
                 raise RescaleError(f"{store.label} new partition {p}: wrote {target.rows} entries but version "
-                                   f"{plan.new_version} holds {outcome.manifest.num_keys}")
+                                   f"{plan.target_version} holds {outcome.manifest.num_keys}")
             out[p] = (target.rows, target.data_bytes, outcome)
         return out
     finally:
@@ -174,7 +174,7 @@ def _copy_from(plan: Plan, store: StorePlan, old: int, root: str, targets: dict[
     reader = Store(spec, local_root=root)
     n_new, n_old = plan.new_partitions, plan.old_partitions
     try:
-        reader.load(plan.old_version, plan.old_checkpoint_id(store, old))
+        reader.load(plan.source_version, plan.source_checkpoint_id(store, old))
         for chunk in reader.scan(b"", CHUNK_ROWS, CHUNK_BYTES):
             if store.single_partition:
                 targets[0].add(old, chunk, data_bytes(chunk))

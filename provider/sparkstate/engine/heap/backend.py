@@ -23,7 +23,7 @@ from typing import Sequence
 
 from ...checkpoint import Manifest
 from ...errors import StoreStateError
-from ..backend import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
+from ..backend_contract import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
 from ..journal import DeltaJournal
 from ..snapshot_runner import BackgroundResult, BackgroundSnapshotRunner
 from .chain import Chain

@@ -7,7 +7,7 @@ import pyarrow as pa
 
 from ...errors import StoreStateError
 from ..arrow_columns import binary_column, offsets
-from ..backend import Cursor
+from ..backend_contract import Cursor
 from .versioned_map import VersionedMap
 
 

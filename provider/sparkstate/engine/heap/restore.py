@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from ...checkpoint import CheckpointFileManager, Manifest, SharedFileRef
 from ...errors import ChangeFeedError, CheckpointError, CorruptCheckpointError
-from ..backend import BackendContext
+from ..backend_contract import BackendContext
 from .. import arrow_files as hf
 from .chain import EMPTY_CHAIN, Chain
 from .live_table import LiveTable, new_live_table, table_from_writes

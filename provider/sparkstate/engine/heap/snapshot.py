@@ -23,7 +23,7 @@ from typing import Callable
 
 from ...checkpoint import Manifest, SharedFileRef
 from ...checkpoint.file_manager import new_attempt_id
-from ..backend import BackendContext, SnapshotOutcome, SnapshotResources, publish_commit
+from ..backend_contract import BackendContext, SnapshotOutcome, SnapshotResources, publish_commit
 from .. import arrow_files as hf
 from .chain import Chain
 from ..journal import DeltaJournal

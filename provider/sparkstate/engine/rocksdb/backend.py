@@ -29,7 +29,7 @@ import rocksdict
 from ...checkpoint import Manifest
 from ...config import PREFIX
 from ...errors import StoreStateError, rocksdb_disk_error
-from ..backend import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
+from ..backend_contract import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
 from ..journal import DeltaJournal
 from .block_cache import BlockCacheLease
 from .cursor import RocksDBCursor

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import rocksdict
 
 from ...errors import StoreStateError
-from ..backend import BackendContext
+from ..backend_contract import BackendContext
 from .backend import RocksDBBackend
 from .options import make_options
 from .restore import RestoredDir

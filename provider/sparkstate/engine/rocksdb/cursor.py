@@ -6,7 +6,7 @@ from itertools import chain, islice
 import rocksdict
 
 from ...errors import StoreStateError
-from ..backend import Cursor
+from ..backend_contract import Cursor
 
 # Cursor runs: the first is small (it measures the row size), later ones aim at the chunk's byte limit.
 _FIRST_RUN_ROWS = 64

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ...checkpoint import Manifest
-from ..backend import BackendContext
+from ..backend_contract import BackendContext
 from .. import arrow_files as hf
 from .snapshot import CommittedFiles
 

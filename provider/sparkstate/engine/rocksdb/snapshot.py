@@ -28,7 +28,7 @@ import rocksdict
 
 from ...checkpoint import Manifest, PrivateFile, SharedFileRef
 from ...checkpoint.file_manager import new_attempt_id
-from ..backend import BackendContext, SnapshotOutcome, SnapshotResources, publish_commit
+from ..backend_contract import BackendContext, SnapshotOutcome, SnapshotResources, publish_commit
 from .. import arrow_files as hf
 
 if TYPE_CHECKING:

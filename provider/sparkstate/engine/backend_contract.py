@@ -1,13 +1,13 @@
 """The backend contract: what a store needs from a key-value engine, and nothing about how.
 
 A store never snapshots or restores a backend by hand. It asks the builder of its backend
-(`backends.builder_for`) for a backend restored from a manifest (or empty): each backend picks one
+(`backend_registry.builder_for`) for a backend restored from a manifest (or empty): each backend picks one
 restore operation for the situation (a `RestoreOperation`: nothing to restore, an incremental restore,
 ...). It commits through the snapshot runner (`snapshot_runner.run_snapshot`), a backend being the
 `SnapshotStrategy` of its own commits: `prepare_snapshot` (short, synchronous: a RocksDB flush and
 checkpoint, an O(1) copy-on-write freeze) pins an image, `upload_snapshot` writes its files and the
 manifest last, `release_snapshot` frees what prepare pinned. Rescaling fills new, empty stores through a
-`BulkLoader` (`backends.bulk_loader_for`).
+`BulkLoader` (`backend_registry.bulk_loader_for`).
 """
 from __future__ import annotations
 

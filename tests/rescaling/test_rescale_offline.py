@@ -15,9 +15,11 @@ from sparkstate.errors import SparkCheckpointError, SparkstateError
 from sparkstate.inspection import verify_checkpoint
 from sparkstate.rescaling import RescaleError, build_plan
 from sparkstate.rescaling.plan import Plan, store_spec_doc
-from sparkstate.rescaling.runner import CheckpointToolLock, _publish, _remove_staging
+from sparkstate.rescaling.runner import _publish, _remove_staging
 from sparkstate.rescaling.task import rescale_partition, rescale_partitions
 from sparkstate.rescaling.verify import verify_join_state, verify_routing
+from sparkstate.rewrite.lock import RewriteLock
+from sparkstate.rewrite.tool import RESCALE
 from sparkstate.storage import fileio_for
 
 from ..storage.instrumented import InjectedFault, instrument_local_storage
@@ -29,7 +31,7 @@ BACKENDS = ["rocksdb", "heap"]
 def offline_rescale(ck: fake.FakeCheckpoint, n: int) -> list[dict]:
     """What `sparkstate.rescale` does, with the Spark job replaced by a loop."""
     fio = fileio_for(ck.path)
-    lock = CheckpointToolLock(fio, ck.path)
+    lock = RewriteLock(fio, ck.path, RESCALE)
     lock.acquire(f"rescale to {n} partitions")
     try:
         plan = build_plan(ck.path, n, ck.settings_conf)
@@ -215,22 +217,6 @@ def test_refuses_other_providers_and_unknown_operators(tmp_path):
     odd = fake.build(str(tmp_path / "b"), 4, "rocksdb", local, operators=("agg", "transformWithStateExec"))
     with pytest.raises(RescaleError, match="'transformWithStateExec'.*does not know"):
         build_plan(odd.path, 7, odd.settings_conf)
-
-
-def test_second_rescale_is_refused_while_one_holds_the_lock(tmp_path):
-    fio = fileio_for(str(tmp_path))
-    first = CheckpointToolLock(fio, str(tmp_path))
-    first.acquire("rescale to 7 partitions")
-    with pytest.raises(RescaleError, match="another rescale"):
-        CheckpointToolLock(fio, str(tmp_path)).acquire("rescale to 5 partitions")
-    first.release()
-    # a lock left by a dead process is taken over
-    path = os.path.join(str(tmp_path), "sparkstate-rescale", "lock")
-    with open(path, "w") as f:
-        json.dump({"pid": 2**22 + 12345, "host": os.uname().nodename, "partitions": 3}, f)
-    again = CheckpointToolLock(fio, str(tmp_path))
-    again.acquire("rescale to 5 partitions")
-    again.release()
 
 
 def test_state_schema_and_single_partition_keys():

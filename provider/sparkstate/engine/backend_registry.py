@@ -1,4 +1,5 @@
-"""Backend name -> how to build one (restored from a manifest, or empty) and how to fill one in bulk.
+"""Backend name -> how to build one (restored from a manifest, or empty), how to fill one in bulk, and
+whether a manifest lists files it can restore from.
 
 The only module that knows every backend; each is imported on first use, so a heap-only setup never
 imports rocksdict.
@@ -9,7 +10,7 @@ from typing import Sequence
 
 from ..errors import ConfigError
 from ..checkpoint import Manifest
-from .backend import Backend, BackendBuilder, BackendContext, BulkLoader
+from .backend_contract import Backend, BackendBuilder, BackendContext, BulkLoader
 
 BACKENDS = ("rocksdb", "heap")
 
@@ -36,6 +37,16 @@ def open_snapshot(backend_name: str, ctx: BackendContext, lineage: Sequence[Mani
         from .heap.backend import open_heap_snapshot
         return open_heap_snapshot(ctx, lineage)
     raise ConfigError(f"unknown state backend {backend_name!r} (expected one of {', '.join(BACKENDS)})")
+
+
+def check_restorable(manifest: Manifest, source: str) -> None:
+    """Raise CorruptCheckpointError when the files `manifest` lists are not a set its backend can restore the
+    version from (heap: at most one full snapshot, then deltas up to the version, `heap.chain`); RocksDB's
+    files are a set without an order to check. `source` names the manifest in the message. For readers that
+    check a checkpoint without opening its stores (`sparkstate verify`)."""
+    if manifest.backend == "heap":
+        from .heap.chain import Chain
+        Chain.of(manifest, source)
 
 
 def bulk_loader_for(backend_name: str, ctx: BackendContext) -> BulkLoader:

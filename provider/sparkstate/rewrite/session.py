@@ -1,0 +1,43 @@
+"""The settings of the Spark session that runs a rewrite: how it reaches the query's state.
+
+A rewrite opens the query's stores from the driver and its job's tasks, so it takes the sparkstate
+settings (`stateLocation`, S3 options) and the Hadoop `fs.s3a.*` keys the query runs with from the session,
+as the shim forwards them to the store workers.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..config import PREFIX
+
+
+def session_sparkstate_conf(spark: Any) -> dict[str, str]:
+    """The sparkstate settings of `spark`'s session (full keys), without the backend (the checkpoint's manifests
+    say it) and the worker interpreter (this host's)."""
+    out = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(PREFIX)}
+    try:
+        out.update({k: v for k, v in spark.conf.getAll.items() if k.startswith(PREFIX)})
+    except Exception:  # noqa: BLE001 - older API shapes
+        pass
+    out.pop(PREFIX + "backend", None)  # the backend comes from the checkpoint's manifests
+    out.pop(PREFIX + "pythonExec", None)
+    return out
+
+
+def session_s3a(spark: Any) -> dict[str, str]:
+    """The `fs.s3a.*` entries of the Hadoop conf `spark`'s queries run with (its `spark.hadoop.fs.s3a.*` keys,
+    core-site.xml, and session confs): what the shim forwards to the workers to reach state on S3."""
+    jconf = spark.sparkContext._jsc.hadoopConfiguration()
+    out = {"fs.s3a." + str(k): str(v) for k, v in dict(jconf.getPropsWithPrefix("fs.s3a.")).items()}
+    out.update(s3a_entries(spark.conf.getAll))
+    return out
+
+
+def s3a_entries(conf: Mapping[str, str]) -> dict[str, str]:
+    """The `fs.s3a.*` entries of a Spark conf, given as `fs.s3a.*` or `spark.hadoop.fs.s3a.*`."""
+    out = {}
+    for key, value in conf.items():
+        key = key.removeprefix("spark.hadoop.")
+        if key.startswith("fs.s3a.") and value is not None:
+            out[key] = str(value)
+    return out
