@@ -1,5 +1,5 @@
 /**
- * The data path to one worker (docs/architecture.md §4, §4a): the frame protocol ({@link
+ * The data path to one worker (docs/architecture.md §7, §8): the frame protocol ({@link
  * io.sparkstate.channel.FramedDataChannel}, {@link io.sparkstate.channel.Frames}) and the transports that
  * move its frames (shared memory, Unix socket, py4j, embedded interpreter). Bytes in and out: nothing here
  * names a Spark type, so every Spark line's shim can share it. The shim reaches it through {@link
