@@ -14,7 +14,7 @@ import org.apache.spark.sql.types.StructType;
  * {@code <side>-keyWithIndexToValue} ((key, index) → value). Evicting by value, it scans the first and,
  * for each key, gets each index of the second one at a time: a round trip to the worker per stored value.
  * Each chunk of that scan names all of those gets, so this fetches them with one GET_MANY per chunk into
- * the second store's read-ahead, where the gets then find them ({@link PythonStateStore#fetchAhead}). A
+ * the second store's read-ahead, where the gets then find them ({@link LoadedStore#fetchAhead}). A
  * pass that does not get them (eviction by key removes values without reading them) turns this off after
  * one chunk.
  */
@@ -24,10 +24,10 @@ final class JoinReadAhead {
   static final int MAX_KEYS = 4096;
 
   private final KeyCodec countsCodec;
-  private final PythonStateStore values;
+  private final LoadedStore values;
   private boolean active = true;
 
-  private JoinReadAhead(KeyCodec countsCodec, PythonStateStore values) {
+  private JoinReadAhead(KeyCodec countsCodec, LoadedStore values) {
     this.countsCodec = countsCodec;
     this.values = values;
   }
@@ -47,7 +47,7 @@ final class JoinReadAhead {
     String valuesName = name.substring(0, name.length() - COUNTS_SUFFIX.length()) + KeyCodec.JOIN_INDEXED_STORE_SUFFIX;
     StateStoreId valuesId = new StateStoreId(countsId.checkpointRootLocation(), countsId.operatorId(),
         countsId.partitionId(), valuesName);
-    PythonStateStore values = lease.openStore(valuesId);
+    LoadedStore values = lease.openStore(valuesId);
     if (values == null || !values.codec().indexesKeysOf(countsKeySchema)) {
       return null;
     }

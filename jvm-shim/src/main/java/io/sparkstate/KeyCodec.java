@@ -15,7 +15,6 @@ import org.apache.spark.sql.types.NullType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.Platform;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Turns key rows into storage keys and back (docs/architecture.md §3):
@@ -59,8 +58,8 @@ final class KeyCodec {
       anyTyped |= !(keySchema.fields()[i].dataType() instanceof NullType);
     }
     this.checkRouting = anyTyped;
-    this.hash = refs.isEmpty() ? null : UnsafeProjection.create(seq(List.of(hashExpression(refs, numPartitions))));
-    this.prefix = prefixed ? UnsafeProjection.create(seq(boundReferences(keySchema, numColsPrefixKey))) : null;
+    this.hash = refs.isEmpty() ? null : UnsafeProjection.create(ScalaCollections.seq(List.of(hashExpression(refs, numPartitions))));
+    this.prefix = prefixed ? UnsafeProjection.create(ScalaCollections.seq(boundReferences(keySchema, numColsPrefixKey))) : null;
     this.joinIndexed = !prefixed && storeName != null && storeName.endsWith(JOIN_INDEXED_STORE_SUFFIX)
         && keyFields > 1 && keySchema.fields()[keyFields - 1].dataType() instanceof LongType;
   }
@@ -86,7 +85,7 @@ final class KeyCodec {
   }
 
   private static Expression hashExpression(List<Expression> refs, int numPartitions) {
-    Expression partitionId = new HashPartitioning(seq(refs), numPartitions).partitionIdExpression();
+    Expression partitionId = new HashPartitioning(ScalaCollections.seq(refs), numPartitions).partitionIdExpression();
     if (!(partitionId instanceof Pmod)) {
       throw new IllegalStateException("sparkstate expects HashPartitioning.partitionIdExpression to be "
           + "Pmod(hash, n), got " + partitionId + "; this Spark version is not supported");
@@ -94,9 +93,6 @@ final class KeyCodec {
     return ((Pmod) partitionId).left();
   }
 
-  private static <T> scala.collection.immutable.Seq<T> seq(List<T> list) {
-    return CollectionConverters.asScala(list).toSeq();
-  }
 
   /** True when every stored key's group routes it to this partition (the write path checks it). */
   boolean keyGroupsRoute() {
@@ -166,7 +162,7 @@ final class KeyCodec {
     if (withIndex == null) {
       List<Expression> columns = boundReferences(keySchema, keyFields - 1);
       columns.add(new Literal(0L, DataTypes.LongType));
-      withIndex = UnsafeProjection.create(seq(columns));
+      withIndex = UnsafeProjection.create(ScalaCollections.seq(columns));
     }
     UnsafeRow row = withIndex.apply(key);
     row.setLong(keyFields - 1, index);

@@ -5,12 +5,9 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
-import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSizeMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomSumMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCustomTimingMetric;
-import org.apache.spark.sql.execution.streaming.state.StateStoreInstanceMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreMetrics;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * The custom metrics sparkstate declares to Spark and the mapping from the {@code custom} map Python
@@ -19,7 +16,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * leaves out are reported as 0.
  */
 final class Metrics {
-  /** Counted in the JVM (PythonStateStore), not reported by Python. */
+  /** Counted in the JVM (LoadedStore), not reported by Python. */
   static final String FILTERED_GETS = "sparkstateFilteredGets";
   static final String READ_AHEAD_GETS = "sparkstateReadAheadGets";
   static final List<StateStoreCustomMetric> DECLARED = List.of(
@@ -31,18 +28,14 @@ final class Metrics {
       new StateStoreCustomTimingMetric("sparkstateUploadMs", "sparkstate: time to upload checkpoint files"),
       new StateStoreCustomSumMetric("sparkstateFilesUploaded", "sparkstate: checkpoint files uploaded"),
       new StateStoreCustomSumMetric("sparkstateFilesReused", "sparkstate: checkpoint files reused from earlier versions"),
-      new StateStoreCustomSizeMetric("sparkstateBytesUploaded", "sparkstate: bytes uploaded to the checkpoint", false),
-      new StateStoreCustomSizeMetric("sparkstateCheckpointBytes", "sparkstate: size of the committed version", false),
+      SparkApi.sizeMetric("sparkstateBytesUploaded", "sparkstate: bytes uploaded to the checkpoint"),
+      SparkApi.sizeMetric("sparkstateCheckpointBytes", "sparkstate: size of the committed version"),
       new StateStoreCustomSumMetric(FILTERED_GETS,
           "sparkstate: gets and prefix scans of absent keys answered by the shim's key filter, without the worker"),
       new StateStoreCustomSumMetric(READ_AHEAD_GETS,
           "sparkstate: gets answered from values fetched ahead in one round trip (a join's eviction pass)"));
 
   private Metrics() {}
-
-  static scala.collection.immutable.Seq<StateStoreCustomMetric> supported() {
-    return CollectionConverters.asScala(DECLARED).toSeq();
-  }
 
   /** Builds Spark metrics from {@code {"numKeys", "memoryUsedBytes", "custom": {name: long}}}. */
   static StateStoreMetrics fromJson(JsonNode json) {
@@ -66,10 +59,7 @@ final class Metrics {
       }
       values.put(m, value);
     }
-    return new StateStoreMetrics(
-        json == null ? 0L : json.path("numKeys").asLong(0),
-        (json == null ? 0L : json.path("memoryUsedBytes").asLong(0)) + keyFilterBytes,
-        scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(values)),
-        scala.collection.immutable.Map$.MODULE$.<StateStoreInstanceMetric, Object>empty());
+    return SparkApi.metrics(json == null ? 0L : json.path("numKeys").asLong(0),
+        (json == null ? 0L : json.path("memoryUsedBytes").asLong(0)) + keyFilterBytes, values);
   }
 }

@@ -10,7 +10,6 @@ import java.util.TreeMap;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
 import scala.Option;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * The few settings the JVM side itself needs (interpreter, transport, timeouts, pool size, shm
@@ -69,7 +68,7 @@ final class ShimSettings {
 
   static ShimSettings from(StateStoreConf conf) {
     Map<String, String> all = new TreeMap<>();
-    for (Map.Entry<String, String> e : CollectionConverters.asJava(conf.sqlConfs()).entrySet()) {
+    for (Map.Entry<String, String> e : ScalaCollections.asJava(conf.sqlConfs()).entrySet()) {
       if (e.getKey().startsWith(PREFIX)) {
         all.put(e.getKey(), e.getValue());
       }

@@ -13,7 +13,7 @@ final class WorkerLease {
   private final WorkerPool pool;
   private final Worker worker;
   private final boolean taskScoped;
-  private final List<PythonStateStore> stores = new ArrayList<>(); // guarded by this
+  private final List<LoadedStore> stores = new ArrayList<>(); // guarded by this
   private boolean released; // guarded by this
 
   WorkerLease(WorkerPool pool, Worker worker, boolean taskScoped) {
@@ -30,14 +30,14 @@ final class WorkerLease {
     return taskScoped;
   }
 
-  synchronized void track(PythonStateStore store) {
+  synchronized void track(LoadedStore store) {
     checkActive();
     stores.add(store);
   }
 
   /** The store of this lease with {@code id} that is still open for updates, or null. */
-  synchronized PythonStateStore openStore(StateStoreId id) {
-    for (PythonStateStore store : stores) {
+  synchronized LoadedStore openStore(StateStoreId id) {
+    for (LoadedStore store : stores) {
       if (store.id().equals(id) && store.isUpdating()) {
         return store;
       }
@@ -53,7 +53,7 @@ final class WorkerLease {
   }
 
   void release() {
-    List<PythonStateStore> open;
+    List<LoadedStore> open;
     synchronized (this) {
       if (released) {
         return;
@@ -63,7 +63,7 @@ final class WorkerLease {
     }
     try {
       worker.resetChannelIfDirty();
-      for (PythonStateStore store : open) {
+      for (LoadedStore store : open) {
         store.abortQuietly();
       }
       worker.resetChannelIfDirty();

@@ -6,13 +6,11 @@ import static io.sparkstate.ShimTests.equal;
 import java.nio.charset.StandardCharsets;
 import java.util.Random;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
-import scala.Option;
 
 /** KeyFilter: never a false "absent", few false "present", growth, saturation and wear. */
 public final class KeyFilterTest {
@@ -129,12 +127,12 @@ public final class KeyFilterTest {
     check(f.saturated() && f.mightContain(key(123_456)), "saturated: everything may be present");
   }
 
-  private static PythonStateStoreProvider provider(String storeName, StructType keySchema) {
-    PythonStateStoreProvider p = new PythonStateStoreProvider();
+  private static ProviderCore provider(String storeName, StructType keySchema) {
+    ProviderCore p = new ProviderCore();
     p.init(new StateStoreId("/tmp/sparkstate-key-filter-test", 0, 0, storeName), keySchema,
-        new StructType().add("v", DataTypes.LongType), new NoPrefixKeyStateEncoderSpec(keySchema), false,
+        new StructType().add("v", DataTypes.LongType), 0,
         new StateStoreConf(new SQLConf(), scala.collection.immutable.Map$.MODULE$.empty()), new Configuration(),
-        false, Option.empty());
+        false);
     return p;
   }
 

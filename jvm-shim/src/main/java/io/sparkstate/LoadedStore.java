@@ -9,24 +9,18 @@ import java.util.List;
 import java.util.NoSuchElementException;
 import java.util.Set;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
-import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
-import org.apache.spark.sql.execution.streaming.state.StateStore;
-import org.apache.spark.sql.execution.streaming.state.StateStoreCheckpointInfo;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
-import org.apache.spark.sql.execution.streaming.state.StateStoreIterator;
 import org.apache.spark.sql.execution.streaming.state.StateStoreMetrics;
 import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
-import org.apache.spark.sql.types.StructType;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import scala.Option;
-import scala.collection.Iterator;
-import scala.jdk.javaapi.CollectionConverters;
-import scala.runtime.BoxedUnit;
 
 /**
- * One loaded version of a store, for one task: a thin handle on the store open in the leased worker.
- * Puts and removes are buffered on the data channel; get is one round trip; scans stream chunks.
+ * One loaded version of a store, for one task: a thin handle on the store open in the leased worker. Puts
+ * and removes are buffered on the data channel; get is one round trip; scans stream chunks. This is the
+ * store's work common to every Spark line; each line's {@code PythonStateStore} implements that line's
+ * {@code StateStore} on top of it.
  *
  * <pre>
  *   UPDATING ──commit()──▶ COMMITTED
@@ -40,13 +34,12 @@ import scala.runtime.BoxedUnit;
  * {@link StoreKeyFilter}; of a key a join's eviction pass fetched ahead, by its {@link ReadAheadCache}.
  * The store tells both of its puts (and the cache of its removes), so their answers stay the worker's.
  */
-final class PythonStateStore implements StateStore {
-  private static final Logger LOG = LoggerFactory.getLogger(PythonStateStore.class);
-  private static final String DEFAULT_CF = "default";
+final class LoadedStore {
+  private static final Logger LOG = LoggerFactory.getLogger(LoadedStore.class);
 
   private enum State { UPDATING, COMMITTED, ABORTED }
 
-  private final PythonStateStoreProvider provider;
+  private final ProviderCore provider;
   private final WorkerLease lease;
   private final Worker worker;
   private final int handle;
@@ -63,7 +56,7 @@ final class PythonStateStore implements StateStore {
   private final StoreKeyFilter keys;
   private final ReadAheadCache readAhead = new ReadAheadCache();
 
-  PythonStateStore(PythonStateStoreProvider provider, WorkerLease lease, int handle, long version, boolean readOnly,
+  LoadedStore(ProviderCore provider, WorkerLease lease, int handle, long version, boolean readOnly,
       KeyCodec codec, KeyFilter keyFilter) {
     this.provider = provider;
     this.lease = lease;
@@ -75,7 +68,7 @@ final class PythonStateStore implements StateStore {
     this.keys = new StoreKeyFilter(keyFilter, provider.keyFilterMaxKeys(), codec);
   }
 
-  boolean belongsTo(PythonStateStoreProvider p) {
+  boolean belongsTo(ProviderCore p) {
     return provider == p;
   }
 
@@ -96,21 +89,17 @@ final class PythonStateStore implements StateStore {
     return true;
   }
 
-  @Override
-  public StateStoreId id() {
+  StateStoreId id() {
     return provider.stateStoreId();
   }
 
-  @Override
-  public long version() {
+  long version() {
     return version;
   }
 
   // ---- reads ----
 
-  @Override
-  public UnsafeRow get(UnsafeRow key, String colFamilyName) {
-    checkColumnFamily(colFamilyName);
+  UnsafeRow get(UnsafeRow key) {
     checkUpdating("get");
     byte[] storageKey = codec.storageKey(key, false);
     if (!keys.mayHold(storageKey)) {
@@ -129,26 +118,44 @@ final class PythonStateStore implements StateStore {
     return value == null ? null : codec.valueRow(value, 0, value.length);
   }
 
-  @Override
-  public StateStoreIterator<UnsafeRowPair> iterator(String colFamilyName) {
-    checkColumnFamily(colFamilyName);
+  /** Every entry, in the worker's order; the caller closes the scan if it stops early. */
+  Scan iterator() {
     checkUpdating("iterator");
     return scan(new byte[0]);
   }
 
-  @Override
-  public StateStoreIterator<UnsafeRowPair> prefixScan(UnsafeRow prefixKey, String colFamilyName) {
-    checkColumnFamily(colFamilyName);
+  /** The entries whose key starts with {@code prefixKey}'s columns. */
+  Scan prefixScan(UnsafeRow prefixKey) {
     checkUpdating("prefixScan");
     byte[] prefix = codec.scanPrefix(prefixKey);
     if (!keys.mayHold(prefix)) { // every key's scan prefix goes in with the key
-      return new StateStoreIterator<>(scala.collection.Iterator$.MODULE$.<UnsafeRowPair>empty(),
-          () -> BoxedUnit.UNIT);
+      return Scan.EMPTY;
     }
     return scan(prefix);
   }
 
-  private StateStoreIterator<UnsafeRowPair> scan(byte[] prefix) {
+  /** A scan of a store: its rows, and {@code close()} for a caller that stops before the end. */
+  interface Scan extends java.util.Iterator<UnsafeRowPair>, AutoCloseable {
+    Scan EMPTY = new Scan() {
+      @Override
+      public boolean hasNext() {
+        return false;
+      }
+
+      @Override
+      public UnsafeRowPair next() {
+        throw new NoSuchElementException();
+      }
+
+      @Override
+      public void close() {}
+    };
+
+    @Override
+    void close();
+  }
+
+  private Scan scan(byte[] prefix) {
     JoinReadAhead ahead = prefix.length == 0
         ? JoinReadAhead.forFullScan(provider.stateStoreId(), provider.keySchema(), provider.valueSchema(), codec, lease)
         : null;
@@ -168,17 +175,14 @@ final class PythonStateStore implements StateStore {
     if (ahead != null) { // after the cursor is tracked: a failed fetch leaves it to be closed with the store
       ahead.chunk(first);
     }
-    return new StateStoreIterator<>(CollectionConverters.asScala(it), () -> {
-      it.close();
-      return BoxedUnit.UNIT;
-    });
+    return it;
   }
 
   /**
    * Walks the chunks of one cursor. Rows point into the chunk's byte array (no per-row copy). The worker
    * scans a snapshot taken at SCAN_OPEN, so puts and removes sent meanwhile do not disturb it.
    */
-  private final class ScanIterator implements java.util.Iterator<UnsafeRowPair> {
+  private final class ScanIterator implements Scan {
     private ScanChunk chunk;
     private int index;
     private int offset;
@@ -240,13 +244,14 @@ final class PythonStateStore implements StateStore {
 
     private void finished() {
       closed = true;
-      synchronized (PythonStateStore.this) {
+      synchronized (LoadedStore.this) {
         openScans.remove(this);
       }
     }
 
     /** Tells the worker to drop a cursor that has not reached its end. Never throws. */
-    void close() {
+    @Override
+    public void close() {
       if (closed) {
         return;
       }
@@ -284,9 +289,7 @@ final class PythonStateStore implements StateStore {
 
   // ---- writes ----
 
-  @Override
-  public void put(UnsafeRow key, UnsafeRow value, String colFamilyName) {
-    checkColumnFamily(colFamilyName);
+  void put(UnsafeRow key, UnsafeRow value) {
     checkWritable("put");
     if (value == null) {
       throw new IllegalArgumentException("cannot put a null value into " + provider.describe(version));
@@ -303,9 +306,7 @@ final class PythonStateStore implements StateStore {
     }
   }
 
-  @Override
-  public void remove(UnsafeRow key, String colFamilyName) {
-    checkColumnFamily(colFamilyName);
+  void remove(UnsafeRow key) {
     checkWritable("remove");
     byte[] storageKey = codec.storageKey(key, false);
     wrote = true;
@@ -319,8 +320,7 @@ final class PythonStateStore implements StateStore {
 
   // ---- lifecycle ----
 
-  @Override
-  public long commit() {
+  long commit() {
     checkWritable("commit");
     closeOpenScans();
     JsonNode result;
@@ -345,7 +345,7 @@ final class PythonStateStore implements StateStore {
       baseCheckpointId = optionalText(result, "baseCheckpointId");
       filter = keys.trusted();
     }
-    provider.keyFilterCommitted(newVersion, checkpointId, filter);
+    provider.keyFilterCommitted(newVersion, checkpointId.isDefined() ? checkpointId.get() : "", filter);
     if (!lease.isTaskScoped()) {
       lease.release();
     }
@@ -353,14 +353,12 @@ final class PythonStateStore implements StateStore {
     return newVersion;
   }
 
-  @Override
-  public void abort() {
+  void abort() {
     abortQuietly();
   }
 
   /** Read stores end here. Must not throw: Spark calls it from cleanup paths. */
-  @Override
-  public void release() {
+  void release() {
     try {
       abortQuietly();
     } catch (Throwable e) {
@@ -412,13 +410,11 @@ final class PythonStateStore implements StateStore {
     }
   }
 
-  @Override
-  public synchronized boolean hasCommitted() {
+  synchronized boolean hasCommitted() {
     return state == State.COMMITTED;
   }
 
-  @Override
-  public StateStoreMetrics metrics() {
+  StateStoreMetrics metrics() {
     State current;
     JsonNode cached;
     long filtered;
@@ -449,21 +445,24 @@ final class PythonStateStore implements StateStore {
     }
   }
 
-  @Override
-  public synchronized StateStoreCheckpointInfo getStateStoreCheckpointInfo() {
-    long batchVersion = state == State.COMMITTED ? committedVersion : version + 1;
-    return new StateStoreCheckpointInfo(provider.stateStoreId().partitionId(), batchVersion, checkpointId,
-        baseCheckpointId);
+  /** The version this batch commits (checkpoint format v2's batch version). */
+  synchronized long batchVersion() {
+    return state == State.COMMITTED ? committedVersion : version + 1;
+  }
+
+  /** The committed attempt's id (checkpoint format v2), empty before the commit or without ids. */
+  synchronized Option<String> checkpointId() {
+    return checkpointId;
+  }
+
+  /** The id of the attempt this version was built on (checkpoint format v2). */
+  synchronized Option<String> baseCheckpointId() {
+    return baseCheckpointId;
   }
 
   private static Option<String> optionalText(JsonNode doc, String field) {
     JsonNode value = doc.get(field);
     return value == null || value.isNull() ? Option.empty() : Option.apply(value.asText());
-  }
-
-  @Override
-  public scala.collection.immutable.Set<String> allColumnFamilyNames() {
-    return CollectionConverters.asScala(java.util.Set.of(DEFAULT_CF)).toSet();
   }
 
   // ---- guards ----
@@ -485,59 +484,5 @@ final class PythonStateStore implements StateStore {
     if (readOnly) {
       throw new IllegalStateException("cannot " + op + " on the read-only " + provider.describe(version));
     }
-  }
-
-  private void checkColumnFamily(String name) {
-    if (!DEFAULT_CF.equals(name)) {
-      throw new UnsupportedOperationException("sparkstate has only the default column family, not '" + name + "'");
-    }
-  }
-
-  private static UnsupportedOperationException unsupported(String what) {
-    return new UnsupportedOperationException("sparkstate does not support " + what + " (used by "
-        + "transformWithState and join state formats 3/4, which Spark reserves for RocksDBStateStoreProvider)");
-  }
-
-  // ---- features of column families and multiple values per key: rejected ----
-
-  @Override
-  public Iterator<UnsafeRow> valuesIterator(UnsafeRow key, String colFamilyName) {
-    throw unsupported("multiple values per key (valuesIterator)");
-  }
-
-  @Override
-  public StateStoreIterator<UnsafeRowPair> prefixScanWithMultiValues(UnsafeRow prefixKey, String colFamilyName) {
-    throw unsupported("multiple values per key (prefixScanWithMultiValues)");
-  }
-
-  @Override
-  public StateStoreIterator<UnsafeRowPair> iteratorWithMultiValues(String colFamilyName) {
-    throw unsupported("multiple values per key (iteratorWithMultiValues)");
-  }
-
-  @Override
-  public void putList(UnsafeRow key, UnsafeRow[] values, String colFamilyName) {
-    throw unsupported("multiple values per key (putList)");
-  }
-
-  @Override
-  public void merge(UnsafeRow key, UnsafeRow value, String colFamilyName) {
-    throw unsupported("merge");
-  }
-
-  @Override
-  public void mergeList(UnsafeRow key, UnsafeRow[] values, String colFamilyName) {
-    throw unsupported("mergeList");
-  }
-
-  @Override
-  public boolean removeColFamilyIfExists(String colFamilyName) {
-    throw unsupported("column families (removeColFamilyIfExists)");
-  }
-
-  @Override
-  public void createColFamilyIfAbsent(String colFamilyName, StructType keySchema, StructType valueSchema,
-      KeyStateEncoderSpec keyStateEncoderSpec, boolean useMultipleValuesPerKey, boolean isInternal) {
-    throw unsupported("column families (createColFamilyIfAbsent)");
   }
 }

@@ -139,9 +139,9 @@ public final class StateCopy {
       try {
         if (HDFS_PROVIDER.equals(targetClass)) {
           writeEmptyHdfsSnapshot(id, base, storeConf(plan, "targetConf", targetClass), hadoop);
-          writer = to.getStore(base, Option.empty(), false, false);
+          writer = ProviderCalls.getStore(to, base, false);
         } else {
-          writer = to.getStore(base, Option.empty(), false, true);
+          writer = ProviderCalls.getStore(to, base, true);
         }
         StateStoreIterator<UnsafeRowPair> rows = reader.iterator(cf);
         try {
@@ -164,7 +164,7 @@ public final class StateCopy {
         }
         throw new IOException(where + ": " + e, e);
       } finally {
-        reader.release();
+        ProviderCalls.release(reader);
       }
       ReadStateStore check = to.getReadStore(committed, targetId);
       try {
@@ -178,7 +178,7 @@ public final class StateCopy {
           rows.close();
         }
       } finally {
-        check.release();
+        ProviderCalls.release(check);
       }
     } finally {
       from.close();

@@ -4,38 +4,19 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.Map;
 import java.util.UUID;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.function.BiFunction;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
-import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
-import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
-import org.apache.spark.sql.execution.streaming.state.PrefixKeyScanStateEncoderSpec;
-import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
-import org.apache.spark.sql.execution.streaming.state.StateSchemaProvider;
-import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
-import org.apache.spark.sql.execution.streaming.state.StateStoreCoordinatorRef;
-import org.apache.spark.sql.execution.streaming.state.StateStoreCustomMetric;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
-import org.apache.spark.sql.execution.streaming.state.StateStoreProvider$;
-import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
-import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
-import org.apache.spark.sql.execution.streaming.state.SupportsFineGrainedReplay;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.util.NextIterator;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import scala.Enumeration;
-import scala.Option;
-import scala.Tuple4;
 
 /**
- * Spark's entry point: one instance per (checkpoint, operator, partition, store name, query run) per
- * executor. It holds no state itself; the store lives in a Python worker ({@link WorkerPool}). The
+ * The provider's work common to every Spark line: one instance per (checkpoint, operator, partition, store
+ * name, query run) per executor, behind that line's {@code PythonStateStoreProvider} (Spark's entry point,
+ * which turns the line's API into these calls). It holds no state itself; the store lives in a Python worker ({@link WorkerPool}). The
  * provider remembers which worker currently has the store open and moves it (release there, open here)
  * when the task's leased worker is a different one.
  *
@@ -43,20 +24,17 @@ import scala.Tuple4;
  * doSnapshotMaintenance/doCleanupMaintenance concurrently (and never hold up a task: we take no lock of
  * theirs). The placement fields are guarded by {@code this}.
  */
-public final class PythonStateStoreProvider implements StateStoreProvider, SupportsFineGrainedReplay {
-  private static final Logger LOG = LoggerFactory.getLogger(PythonStateStoreProvider.class);
+final class ProviderCore {
+  private static final Logger LOG = LoggerFactory.getLogger(ProviderCore.class);
   static final String INTERNAL_PARTITIONS_KEY = "spark.sql.streaming.internal.stateStore.partitions";
   static final String SHUFFLE_PARTITIONS_KEY = "spark.sql.shuffle.partitions";
   private static final AtomicBoolean PARTITION_SOURCE_LOGGED = new AtomicBoolean();
-
-  // Scala trait fields of StateStoreProvider, set by $init$.
-  private volatile boolean unloaded;
-  private ReentrantReadWriteLock maintenanceLock;
 
   private StateStoreId id;
   private StructType keySchema;
   private StructType valueSchema;
   private int numColsPrefixKey;
+  private boolean checkpointIds;
   private StateStoreConf storeConf;
   private Configuration hadoopConf;
   private String queryRunId;
@@ -71,53 +49,18 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
   /** The key filter this provider's last commit left, for the store the next batch loads. */
   private final KeyFilterHandover keyFilters = new KeyFilterHandover();
 
-  /** Cheap on purpose: the driver creates throw-away instances just to read supportedCustomMetrics. */
-  public PythonStateStoreProvider() {
-    StateStoreProvider.$init$(this);
-  }
-
-  @Override
-  public boolean unloaded() {
-    return unloaded;
-  }
-
-  @Override
-  public void unloaded_$eq(boolean value) {
-    unloaded = value;
-  }
-
-  @Override
-  public ReentrantReadWriteLock maintenanceLock() {
-    return maintenanceLock;
-  }
-
-  @Override
-  public void org$apache$spark$sql$execution$streaming$state$StateStoreProvider$_setter_$maintenanceLock_$eq(
-      ReentrantReadWriteLock lock) {
-    maintenanceLock = lock;
-  }
-
-  @Override
-  public void init(StateStoreId stateStoreId, StructType keySchema, StructType valueSchema,
-      KeyStateEncoderSpec keyStateEncoderSpec, boolean useColumnFamilies, StateStoreConf storeConf,
-      Configuration hadoopConf, boolean useMultipleValuesPerKey, Option<StateSchemaProvider> stateSchemaProvider) {
-    if (useColumnFamilies) {
-      throw new UnsupportedOperationException("sparkstate does not support column families (used by "
-          + "transformWithState and join state formats 3/4); use RocksDBStateStoreProvider for those queries");
+  /**
+   * Checks and keeps what Spark passed to init. {@code numColsPrefixKey} is 0 for a store without prefix
+   * scans; {@code checkpointIds} is checkpoint format v2 (a line without it passes false).
+   */
+  void init(StateStoreId stateStoreId, StructType keySchema, StructType valueSchema, int numColsPrefixKey,
+      StateStoreConf storeConf, Configuration hadoopConf, boolean checkpointIds) {
+    if (numColsPrefixKey < 0 || (numColsPrefixKey > 0 && numColsPrefixKey >= keySchema.length())) {
+      throw new IllegalArgumentException("invalid numColsPrefixKey " + numColsPrefixKey + " for a key of "
+          + keySchema.length() + " columns");
     }
-    if (useMultipleValuesPerKey) {
-      throw new UnsupportedOperationException("sparkstate does not support multiple values per key");
-    }
-    if (keyStateEncoderSpec instanceof PrefixKeyScanStateEncoderSpec) {
-      this.numColsPrefixKey = ((PrefixKeyScanStateEncoderSpec) keyStateEncoderSpec).numColsPrefixKey();
-      if (numColsPrefixKey <= 0 || numColsPrefixKey >= keySchema.length()) {
-        throw new IllegalArgumentException("invalid numColsPrefixKey " + numColsPrefixKey + " for a key of "
-            + keySchema.length() + " columns");
-      }
-    } else if (!(keyStateEncoderSpec instanceof NoPrefixKeyStateEncoderSpec)) {
-      throw new UnsupportedOperationException("sparkstate supports NoPrefix and PrefixKeyScan key encoder "
-          + "specs, not " + keyStateEncoderSpec);
-    }
+    this.numColsPrefixKey = numColsPrefixKey;
+    this.checkpointIds = checkpointIds;
     this.id = stateStoreId;
     this.keySchema = keySchema;
     this.valueSchema = valueSchema;
@@ -139,7 +82,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
 
   private static String readRunId(Configuration conf) {
     try {
-      return StateStoreProvider$.MODULE$.getRunId(conf);
+      return SparkApi.runId(conf);
     } catch (Throwable e) { // getRunId asserts the key is present; tests and tools may not set it
       return null;
     }
@@ -175,7 +118,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     spec.put("numPartitions", numPartitions);
     spec.put("keyGroupsRoute", keyGroupsRoute);
     // Checkpoint format v2: every commit gets a unique id, returned by getStateStoreCheckpointInfo.
-    spec.put("checkpointIds", storeConf.enableStateStoreCheckpointIds());
+    spec.put("checkpointIds", checkpointIds);
     spec.put("minVersionsToRetain", storeConf.minVersionsToRetain());
     ObjectNode conf = spec.putObject("settings");
     for (Map.Entry<String, String> e : settings.all.entrySet()) {
@@ -190,8 +133,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     return spec;
   }
 
-  @Override
-  public StateStoreId stateStoreId() {
+  StateStoreId stateStoreId() {
     return id;
   }
 
@@ -203,62 +145,40 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     return valueSchema;
   }
 
-  @Override
-  public StateStore getStore(long version, Option<String> stateStoreCkptId, boolean forceSnapshotOnCommit,
-      boolean loadEmpty) {
-    // Every commit is a full durable version, so forceSnapshotOnCommit needs no action.
-    return open(version, stateStoreCkptId, loadEmpty, false);
-  }
-
-  @Override
-  public ReadStateStore getReadStore(long version, Option<String> stateStoreCkptId) {
-    return open(version, stateStoreCkptId, false, true);
-  }
-
-  @Override
-  public StateStore upgradeReadStoreToWriteStore(ReadStateStore readStore, long version,
-      Option<String> stateStoreCkptId, boolean forceSnapshotOnCommit) {
-    if (readStore instanceof PythonStateStore) {
-      PythonStateStore store = (PythonStateStore) readStore;
-      if (store.belongsTo(this) && store.version() == version && store.upgradeToWrite()) {
-        return store;
-      }
-    }
-    readStore.release();
-    return getStore(version, stateStoreCkptId, forceSnapshotOnCommit, false);
+  /**
+   * Turns {@code store} into the write store of {@code version}: true if it was this provider's read store
+   * of that version and still usable; otherwise the caller releases it and opens a new one.
+   */
+  boolean upgrade(LoadedStore store, long version) {
+    return store.belongsTo(this) && store.version() == version && store.upgradeToWrite();
   }
 
   /**
    * Spark's snapshot replay ({@code snapshotStartBatchId} of the statestore source): {@code endVersion}
    * rebuilt from the snapshot of {@code snapshotVersion} and the change logs after it, not from its own files.
    */
-  @Override
-  public StateStore replayStateFromSnapshot(long snapshotVersion, long endVersion, boolean readOnly,
-      Option<String> snapshotVersionCkptId, Option<String> endVersionCkptId) {
+  LoadedStore replay(long snapshotVersion, long endVersion, boolean readOnly, String snapshotVersionCkptId,
+      String endVersionCkptId) {
     if (snapshotVersion < 1 || endVersion < snapshotVersion) {
       throw new IllegalArgumentException("cannot replay versions " + snapshotVersion + ".." + endVersion + " of "
           + describe(endVersion) + ": the snapshot version must be at least 1 and at most the end version");
     }
     return open(endVersion, readOnly, "replay", null,
-        (control, h) -> control.replay(h, snapshotVersion, endVersion, idOf(snapshotVersionCkptId),
-            idOf(endVersionCkptId)));
+        (control, h) -> control.replay(h, snapshotVersion, endVersion, snapshotVersionCkptId, endVersionCkptId));
   }
 
-  /** Spark's change feed ({@code readChangeFeed} of the statestore source) of versions start..end. */
-  @Override
-  public NextIterator<Tuple4<Enumeration.Value, UnsafeRow, UnsafeRow, Object>> getStateStoreChangeDataReader(
-      long startVersion, long endVersion, Option<String> colFamilyNameOpt, Option<String> endVersionCkptId) {
+  /**
+   * Spark's change feed ({@code readChangeFeed} of the statestore source) of versions start..end: the path
+   * of a local file of (version, key, value or none) records the worker wrote; the caller reads it with
+   * {@link #newCodec()} and deletes it.
+   */
+  String changes(long startVersion, long endVersion, String endVersionCkptId) {
     requireInit();
-    if (colFamilyNameOpt != null && colFamilyNameOpt.isDefined()) {
-      throw new UnsupportedOperationException("sparkstate stores have no column families (asked for "
-          + colFamilyNameOpt.get() + ")");
-    }
     WorkerLease lease = WorkerPool.get().leaseFor(settings, currentHolder());
     Worker worker = lease.worker();
-    String path;
     try {
       int h = placeOn(worker, endVersion);
-      path = Json.parse(worker.control().changes(h, startVersion, endVersion, idOf(endVersionCkptId)), "changes")
+      return Json.parse(worker.control().changes(h, startVersion, endVersion, endVersionCkptId), "changes")
           .path("path").asText();
     } catch (RuntimeException e) {
       throw failure("read the changes of versions " + startVersion + ".." + endVersion + " of", endVersion,
@@ -268,9 +188,11 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
         lease.release();
       }
     }
-    return new ChangeFileReader(path,
-        new KeyCodec(keySchema, valueSchema, numColsPrefixKey, id.storeName(), numPartitions, id.partitionId()),
-        describe(endVersion));
+  }
+
+  /** A codec for this store's rows (each reader gets its own: its projections hold mutable rows). */
+  KeyCodec newCodec() {
+    return new KeyCodec(keySchema, valueSchema, numColsPrefixKey, id.storeName(), numPartitions, id.partitionId());
   }
 
   private void requireInit() {
@@ -279,12 +201,11 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     }
   }
 
-  /** A checkpoint id for the worker: the attempt Spark recorded (format v2), or "" for none. */
-  private static String idOf(Option<String> ckptId) {
-    return ckptId != null && ckptId.isDefined() ? ckptId.get() : "";
-  }
-
-  private PythonStateStore open(long version, Option<String> ckptId, boolean loadEmpty, boolean readOnly) {
+  /**
+   * The store at {@code version} for a task; {@code checkpointId} is the attempt Spark recorded (format
+   * v2), or "" for none; {@code loadEmpty} starts it empty whatever the checkpoint holds.
+   */
+  LoadedStore open(long version, String checkpointId, boolean loadEmpty, boolean readOnly) {
     requireInit();
     if (version < 0) {
       throw new IllegalArgumentException("version cannot be negative: " + version + " (" + describe(version) + ")");
@@ -292,7 +213,6 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     if (loadEmpty && readOnly) {
       throw new IllegalArgumentException("loadEmpty asks for a store to write: " + describe(version));
     }
-    String checkpointId = idOf(ckptId);
     // Version 0 is the empty state before a query's first batch.
     KeyFilter keyFilter = keyFilters.forLoad(version, checkpointId, loadEmpty || version == 0, keyFilterMaxKeys);
     return open(version, readOnly, "load", keyFilter,
@@ -300,8 +220,8 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
   }
 
   /** A store committed {@code version} with {@code filter} (null: it had none it could trust). */
-  void keyFilterCommitted(long version, Option<String> checkpointId, KeyFilter filter) {
-    keyFilters.committed(version, idOf(checkpointId), filter);
+  void keyFilterCommitted(long version, String checkpointId, KeyFilter filter) {
+    keyFilters.committed(version, checkpointId, filter);
   }
 
   /** Keys this store's filter may hold; 0: it keeps none (turned off, or a store no filter would serve). */
@@ -310,7 +230,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
   }
 
   /** A store at {@code version} on a leased worker, brought there by {@code loadCall}. */
-  private PythonStateStore open(long version, boolean readOnly, String action, KeyFilter keyFilter,
+  private LoadedStore open(long version, boolean readOnly, String action, KeyFilter keyFilter,
       BiFunction<WorkerControl, Integer, String> loadCall) {
     WorkerLease lease = WorkerPool.get().leaseFor(settings, currentHolder());
     Worker worker = lease.worker();
@@ -321,9 +241,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
       if (got != version) {
         throw new IllegalStateException(describe(version) + ": the worker loaded version " + got);
       }
-      PythonStateStore store = new PythonStateStore(this, lease, h, version, readOnly,
-          new KeyCodec(keySchema, valueSchema, numColsPrefixKey, id.storeName(), numPartitions, id.partitionId()),
-          keyFilter);
+      LoadedStore store = new LoadedStore(this, lease, h, version, readOnly, newCodec(), keyFilter);
       lease.track(store);
       return store;
     } catch (RuntimeException e) {
@@ -378,26 +296,18 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
 
   /** After a commit: commit validation (trap: foreachBatch queries fail without it), snapshot-lag report. */
   void afterCommit(long newVersion) {
-    if (storeConf.commitValidationEnabled()) {
-      StateStore.reportCommitToCoordinator(newVersion, id, hadoopConf);
-    }
-    if (queryRunId != null) {
-      CoordinatorReports.snapshotUploaded(new StateStoreProviderId(id, UUID.fromString(queryRunId)), newVersion);
-    }
+    SparkApi.afterCommit(storeConf, hadoopConf, id, queryRunId, newVersion);
   }
 
-  @Override
-  public void doSnapshotMaintenance() {
+  void doSnapshotMaintenance() {
     maintenance("snapshot");
   }
 
-  @Override
-  public void doCleanupMaintenance() {
+  void doCleanupMaintenance() {
     maintenance("cleanup");
   }
 
-  @Override
-  public void doMaintenance() {
+  void doMaintenance() {
     maintenance("snapshot");
     maintenance("cleanup");
   }
@@ -423,13 +333,7 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
     }
   }
 
-  @Override
-  public scala.collection.immutable.Seq<StateStoreCustomMetric> supportedCustomMetrics() {
-    return Metrics.supported();
-  }
-
-  @Override
-  public void close() {
+  void close() {
     Worker worker;
     int h;
     synchronized (this) {
@@ -464,32 +368,5 @@ public final class PythonStateStoreProvider implements StateStoreProvider, Suppo
   /** The exception to throw for a failed worker call on this store at {@code version} ({@link StoreFailures}). */
   RuntimeException failure(String action, long version, Worker worker, RuntimeException e) {
     return StoreFailures.classify(describe(version), action, worker, e);
-  }
-
-  /**
-   * Sends {@code snapshotUploaded} to the coordinator off the task thread: it is a blocking RPC
-   * ({@code askSync}), best effort, and only feeds Spark's snapshot-lag detection. Every sparkstate commit
-   * is a full durable version, so each commit counts as an uploaded snapshot.
-   */
-  private static final class CoordinatorReports {
-    private static final ExecutorService EXECUTOR = Executors.newSingleThreadExecutor(r -> {
-      Thread t = new Thread(r, "sparkstate-coordinator-report");
-      t.setDaemon(true);
-      return t;
-    });
-
-    static void snapshotUploaded(StateStoreProviderId providerId, long version) {
-      long timestamp = System.currentTimeMillis();
-      EXECUTOR.execute(() -> {
-        try {
-          Option<StateStoreCoordinatorRef> ref = StateStoreProvider$.MODULE$.coordinatorRef();
-          if (ref.isDefined()) {
-            ref.get().snapshotUploaded(providerId, version, timestamp);
-          }
-        } catch (Throwable e) {
-          LOG.debug("sparkstate: snapshotUploaded report for {} failed", providerId, e);
-        }
-      });
-    }
   }
 }

@@ -1,0 +1,75 @@
+package io.sparkstate;
+
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.execution.streaming.state.StateStore;
+import org.apache.spark.sql.execution.streaming.state.StateStoreId;
+import org.apache.spark.sql.execution.streaming.state.StateStoreMetrics;
+import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
+import scala.collection.Iterator;
+
+/**
+ * Spark 3.5's {@code StateStore} over a {@link LoadedStore}. Its scans are plain Scala iterators with no
+ * close: a scan left before its end is closed with the store, at commit or abort.
+ */
+final class PythonStateStore implements StateStore {
+  private final LoadedStore store;
+
+  PythonStateStore(LoadedStore store) {
+    this.store = store;
+  }
+
+  @Override
+  public StateStoreId id() {
+    return store.id();
+  }
+
+  @Override
+  public long version() {
+    return store.version();
+  }
+
+  @Override
+  public UnsafeRow get(UnsafeRow key) {
+    return store.get(key);
+  }
+
+  @Override
+  public Iterator<UnsafeRowPair> iterator() {
+    return ScalaCollections.iterator(store.iterator());
+  }
+
+  @Override
+  public Iterator<UnsafeRowPair> prefixScan(UnsafeRow prefixKey) {
+    return ScalaCollections.iterator(store.prefixScan(prefixKey));
+  }
+
+  @Override
+  public void put(UnsafeRow key, UnsafeRow value) {
+    store.put(key, value);
+  }
+
+  @Override
+  public void remove(UnsafeRow key) {
+    store.remove(key);
+  }
+
+  @Override
+  public long commit() {
+    return store.commit();
+  }
+
+  @Override
+  public void abort() {
+    store.abort();
+  }
+
+  @Override
+  public boolean hasCommitted() {
+    return store.hasCommitted();
+  }
+
+  @Override
+  public StateStoreMetrics metrics() {
+    return store.metrics();
+  }
+}
