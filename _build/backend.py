@@ -1,11 +1,13 @@
-"""PEP 517 backend: setuptools plus one step that compiles the JVM shim.
+"""PEP 517 backend: setuptools plus one step that compiles the JVM shim, one jar per Spark line.
 
-Before building a wheel (or an editable install) it compiles `jvm-shim/src/main/java/**/*.java` with
-`javac --release 17` against the jars of the pinned pyspark, adds the settings declarations of
-provider/sparkstate/config.py as `io/sparkstate/settings.json` (the shim's defaults and bounds come from
-there) and a build id (`build_id`; also written beside the jar, so a worker can tell the JVM which build
-it is), and puts `sparkstate.jar` inside the Python package, so `pip install .` needs only pip and a JDK.
-`run_java_tests` compiles and runs the shim's unit tests (jvm-shim/src/test/java) against that jar.
+Before building a wheel (or an editable install) it compiles, for every Spark line (`spark_lines.LINES`),
+the shared sources `jvm-shim/src/main/java` plus that line's source folders with `javac --release 17`
+against the jars of that line's pyspark, adds the settings declarations of provider/sparkstate/config.py
+as `io/sparkstate/settings.json` (the shim's defaults and bounds come from there), the line it serves
+(`io/sparkstate/spark-line`) and a build id (`build_id`; also written beside the jars, so a worker can
+tell the JVM which build it is), and puts `sparkstate-spark-<line>.jar` inside the Python package, so
+`pip install .` needs only pip and a JDK. `run_java_tests` compiles and runs the shim's unit tests
+(jvm-shim/src/test/java) against the newest line's jar.
 """
 from __future__ import annotations
 
@@ -20,26 +22,21 @@ import tempfile
 from setuptools import build_meta as _setuptools
 from setuptools.build_meta import *  # noqa: F401,F403  (re-export every other hook)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import spark_lines  # noqa: E402  (beside this file; the build runs it from _build/)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JAVA_SOURCES = os.path.join(ROOT, "jvm-shim", "src", "main", "java")
 JAVA_TESTS = os.path.join(ROOT, "jvm-shim", "src", "test", "java")
 SETTINGS_RESOURCE = "settings.json"
 BUILD_ID_RESOURCE = "build-id"
-OUT_JAR = os.path.join(ROOT, "provider", "sparkstate", "jars", "sparkstate.jar")
-OUT_BUILD_ID = os.path.join(ROOT, "provider", "sparkstate", "jars", BUILD_ID_RESOURCE)
+LINE_RESOURCE = "spark-line"
+OUT_DIR = os.path.join(ROOT, "provider", "sparkstate", "jars")
+OUT_BUILD_ID = os.path.join(OUT_DIR, BUILD_ID_RESOURCE)
 
 
 class JdkMissingError(RuntimeError):
     pass
-
-
-def _spark_jars_dir() -> str:
-    override = os.environ.get("SPARKSTATE_SPARK_JARS")
-    if override:
-        return override
-    import pyspark  # available through build-system.requires
-
-    return os.path.join(os.path.dirname(pyspark.__file__), "jars")
 
 
 def _jdk_tool(name: str) -> str:
@@ -65,7 +62,9 @@ def build_id() -> str:
     build carry the same id, so a worker interpreter with another install of sparkstate is told apart."""
     digest = hashlib.sha256()
     python_sources = glob.glob(os.path.join(ROOT, "provider", "sparkstate", "**", "*.py"), recursive=True)
-    for path in sorted(_sources(JAVA_SOURCES) + python_sources):
+    java_sources = [path for folder in glob.glob(os.path.join(ROOT, "jvm-shim", "src", "*", "java"))
+                    if os.path.abspath(folder) != os.path.abspath(JAVA_TESTS) for path in _sources(folder)]
+    for path in sorted(java_sources + python_sources):
         digest.update(os.path.relpath(path, ROOT).encode() + b"\0")
         with open(path, "rb") as f:
             digest.update(f.read())
@@ -84,28 +83,43 @@ def _sources(root: str) -> list[str]:
     return sources
 
 
-def build_jar() -> str:
-    classpath = os.path.join(_spark_jars_dir(), "*")
+def build_jars() -> list[str]:
+    """Compile the shim of every selected Spark line; returns the jars' paths."""
+    os.makedirs(OUT_DIR, exist_ok=True)
+    for stale in glob.glob(os.path.join(OUT_DIR, "*.jar")):
+        os.remove(stale)
+    settings = _settings_declarations()
+    identity = build_id()
+    jars = [_build_line_jar(line, settings, identity) for line in spark_lines.selected_lines()]
+    with open(OUT_BUILD_ID, "w", encoding="utf-8") as f:
+        f.write(identity)
+    return jars
+
+
+def _build_line_jar(line: "spark_lines.SparkLine", settings: str, identity: str) -> str:
+    sources = [path for folder in line.sources() for path in _sources(folder)]
+    classpath = os.path.join(spark_lines.jars_dir(line), "*")
+    out = os.path.join(OUT_DIR, line.jar_name)
     with tempfile.TemporaryDirectory() as classes:
-        _compile(_sources(JAVA_SOURCES), classpath, classes)
-        resource = os.path.join(classes, "io", "sparkstate", SETTINGS_RESOURCE)
-        with open(resource, "w", encoding="utf-8") as f:
-            f.write(_settings_declarations())
-        identity = build_id()
-        with open(os.path.join(classes, "io", "sparkstate", BUILD_ID_RESOURCE), "w", encoding="utf-8") as f:
-            f.write(identity)
-        os.makedirs(os.path.dirname(OUT_JAR), exist_ok=True)
-        with open(OUT_BUILD_ID, "w", encoding="utf-8") as f:
-            f.write(identity)
-        subprocess.check_call([_jdk_tool("jar"), "--create", "--file", OUT_JAR, "-C", classes, "."])
-    return OUT_JAR
+        _compile(sources, classpath, classes)
+        resources = os.path.join(classes, "io", "sparkstate")
+        for name, text in ((SETTINGS_RESOURCE, settings), (BUILD_ID_RESOURCE, identity), (LINE_RESOURCE, line.name)):
+            with open(os.path.join(resources, name), "w", encoding="utf-8") as f:
+                f.write(text)
+        subprocess.check_call([_jdk_tool("jar"), "--create", "--file", out, "-C", classes, "."])
+    return out
 
 
-def run_java_tests(jar: str = OUT_JAR) -> subprocess.CompletedProcess:
+def newest_jar() -> str:
+    return os.path.join(OUT_DIR, spark_lines.NEWEST.jar_name)
+
+
+def run_java_tests(jar: str | None = None) -> subprocess.CompletedProcess:
     """Compile jvm-shim/src/test/java against the shim jar and Spark's jars and run them (ShimTests: no
     test framework is reachable offline, so the runner is part of the tests). Returns the finished
     process; its output lists every test, exit code 0 when all passed."""
-    classpath = os.pathsep.join([jar, os.path.join(_spark_jars_dir(), "*")])
+    jar = jar or newest_jar()
+    classpath = os.pathsep.join([jar, os.path.join(spark_lines.jars_dir(spark_lines.NEWEST), "*")])
     with tempfile.TemporaryDirectory() as classes:
         _compile(_sources(JAVA_TESTS), classpath, classes)
         return subprocess.run([_jdk_tool("java"), "-cp", os.pathsep.join([classes, classpath]),
@@ -113,14 +127,14 @@ def run_java_tests(jar: str = OUT_JAR) -> subprocess.CompletedProcess:
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    build_jar()
+    build_jars()
     return _setuptools.build_wheel(wheel_directory, config_settings, metadata_directory)
 
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
-    build_jar()
+    build_jars()
     return _setuptools.build_editable(wheel_directory, config_settings, metadata_directory)
 
 
 if __name__ == "__main__":  # `python _build/backend.py` rebuilds the jar in place during development
-    print(build_jar())
+    print("\n".join(build_jars()))

@@ -17,4 +17,4 @@ def test_missing_jdk_is_a_clear_build_error(monkeypatch, tmp_path):
     backend = _backend()
     monkeypatch.setenv("JAVA_HOME", str(tmp_path))  # no bin/javac there
     with pytest.raises(backend.JdkMissingError, match=r"JDK 17.*javac.*openjdk-17-jdk-headless"):
-        backend.build_jar()
+        backend.build_jars()

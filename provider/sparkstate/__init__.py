@@ -2,6 +2,9 @@
 
 Users need two things from this module: `jar_path()` (the shim jar for `spark.jars`) and
 `configure(builder)`, which sets the jar, the provider class and the worker interpreter.
+
+The package ships one shim jar per Spark line (SPARK_LINES): Spark's state store API differs between
+lines, so each jar is compiled against its own line and refuses, at its first use, a JVM of another line.
 """
 from __future__ import annotations
 
@@ -12,19 +15,36 @@ from typing import Any
 from .config import PREFIX, PROVIDER_CLASS, PROVIDER_CLASS_KEY, Settings
 
 __version__ = "0.1.0"
-__all__ = ["jar_path", "configure", "rescale", "migrate", "PROVIDER_CLASS", "__version__"]
+__all__ = ["jar_path", "configure", "rescale", "migrate", "PROVIDER_CLASS", "SPARK_LINES", "__version__"]
 
 
-_JARS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars")  # the build writes the jar here
+_JARS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars")  # the build writes the jars here
+SPARK_LINES = ("3.5", "4.0", "4.1", "4.2", "4.3")
 
 
-def jar_path() -> str:
-    """Absolute path of the JVM shim jar shipped inside this package."""
-    path = os.path.join(_JARS_DIR, "sparkstate.jar")
+def spark_line(version: str) -> str:
+    """The supported Spark line of a Spark version ("3.5.9" -> "3.5"); a ValueError names the lines."""
+    line = ".".join(version.strip().split(".")[:2])
+    if line not in SPARK_LINES:
+        raise ValueError(f"sparkstate supports Spark {', '.join(SPARK_LINES)}, not Spark {version}")
+    return line
+
+
+def installed_spark_version() -> str:
+    """The version of the pyspark this interpreter imports."""
+    import pyspark
+    return pyspark.__version__
+
+
+def jar_path(spark_version: str | None = None) -> str:
+    """Absolute path of the JVM shim jar for a Spark version (default: the installed pyspark's)."""
+    line = spark_line(spark_version or installed_spark_version())
+    path = os.path.join(_JARS_DIR, f"sparkstate-spark-{line}.jar")
     if not os.path.exists(path):
         raise FileNotFoundError(
-            f"the sparkstate shim jar is missing at {path}; reinstall with `pip install .` "
-            "(it is built with javac during the install)")
+            f"the sparkstate shim jar for Spark {line} is missing at {path}; reinstall with `pip install .` "
+            "(the jars are built with javac during the install; SPARKSTATE_SPARK_LINES, if set, must "
+            f"include {line})")
     return path
 
 

@@ -393,7 +393,7 @@ def settings_table_markdown() -> str:
     return "\n".join(rows)
 
 
-SPARK_DEFAULTS_PLACEHOLDERS = ("/path/to/site-packages/sparkstate/jars/sparkstate.jar", "/path/to/venv/bin/python")
+SPARK_DEFAULTS_PLACEHOLDERS = ("/path/to/site-packages/sparkstate/jars/sparkstate-spark-<line>.jar", "/path/to/venv/bin/python")
 
 
 def spark_defaults_file(jar: str = SPARK_DEFAULTS_PLACEHOLDERS[0], python: str = SPARK_DEFAULTS_PLACEHOLDERS[1]) -> str:
@@ -412,7 +412,8 @@ def spark_defaults_file(jar: str = SPARK_DEFAULTS_PLACEHOLDERS[0], python: str =
 # existing checkpoint keeps the provider it started with, whatever this file says (Spark only logs a
 # warning). Start a new checkpoint to switch providers.
 
-# The JVM shim, shipped inside the Python package (`sparkstate jar` prints its path).
+# The JVM shim of your Spark line (3.5, 4.0, 4.1, 4.2 or 4.3), shipped inside the Python package:
+# `sparkstate jar --spark-version <version>` prints its path.
 spark.jars                                              {jar}
 
 {PROVIDER_CLASS_KEY}            {PROVIDER_CLASS}
