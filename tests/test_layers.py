@@ -1,7 +1,8 @@
 """The package's layers call one way only, and no modules import each other in a circle.
 
     worker -> engine -> checkpoint -> storage          (a layer may use the ones below it, never above)
-    config, errors, liveness, keygroups, units         (ground: any layer may use them; they use no layer)
+    config, errors, liveness, keygroups, units,        (ground: any layer may use them; they use no layer)
+    spark_lines
     rescaling, migration, inspection, cli               (tools beside the layers: they use the layers,
                                                          no layer uses them)
     rewrite                                             (what the tools share, beside the layers too: it uses
@@ -20,7 +21,7 @@ import os
 
 PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "provider", "sparkstate")
 LAYERS = {"storage": 1, "checkpoint": 2, "engine": 3, "worker": 4}
-GROUND = {"config", "errors", "liveness", "keygroups", "units"}
+GROUND = {"config", "errors", "liveness", "keygroups", "units", "spark_lines"}
 TOOLS = {"rescaling", "migration", "inspection", "cli"}
 SHARED_BY_TOOLS = {"rewrite"}
 BACKENDS = ("engine.heap", "engine.rocksdb")

@@ -13,21 +13,13 @@ import sys
 from typing import Any
 
 from .config import PREFIX, PROVIDER_CLASS, PROVIDER_CLASS_KEY, Settings
+from .spark_lines import SPARK_LINES, spark_line
 
 __version__ = "0.1.0"
 __all__ = ["jar_path", "configure", "rescale", "migrate", "PROVIDER_CLASS", "SPARK_LINES", "__version__"]
 
 
 _JARS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars")  # the build writes the jars here
-SPARK_LINES = ("3.5", "4.0", "4.1", "4.2", "4.3")
-
-
-def spark_line(version: str) -> str:
-    """The supported Spark line of a Spark version ("3.5.9" -> "3.5"); a ValueError names the lines."""
-    line = ".".join(version.strip().split(".")[:2])
-    if line not in SPARK_LINES:
-        raise ValueError(f"sparkstate supports Spark {', '.join(SPARK_LINES)}, not Spark {version}")
-    return line
 
 
 def installed_spark_version() -> str:

@@ -43,13 +43,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       help=f"print docs/configuration.md (`{PAGE_COMMAND}`) instead of the table")
     what.add_argument("--spark-defaults", action="store_true",
                       help="print conf/spark-defaults.conf for this install instead of the table")
+    p.add_argument("--spark-version", metavar="VERSION",
+                   help="with --spark-defaults: the Spark the jobs run on, e.g. 3.5.9 (default: the installed "
+                        "pyspark's), whose line's jar the file names")
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
     from ..config import settings_table_markdown, spark_defaults_file
     if args.spark_defaults:
         from .. import jar_path
-        sys.stdout.write(spark_defaults_file(jar_path(), sys.executable))
+        sys.stdout.write(spark_defaults_file(jar_path(args.spark_version), sys.executable))
     elif args.page:
         sys.stdout.write(page())
     else:

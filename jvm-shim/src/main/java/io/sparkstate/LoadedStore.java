@@ -134,6 +134,47 @@ final class LoadedStore {
     return scan(prefix);
   }
 
+  /**
+   * The rows of the version this store committed, read through a read store of that version that ends
+   * with the scan (or with the task's lease). Spark 3.5's complete-mode aggregation reads every row after
+   * its commit.
+   */
+  Scan committedRows() {
+    long committed;
+    String id;
+    synchronized (this) {
+      if (state != State.COMMITTED) {
+        throw new IllegalStateException("cannot read the committed rows of " + provider.describe(version)
+            + ": it is " + (state == State.UPDATING ? "not committed" : "aborted"));
+      }
+      committed = committedVersion;
+      id = checkpointId.isDefined() ? checkpointId.get() : "";
+    }
+    LoadedStore reader = provider.open(committed, id, false, true);
+    Scan rows = reader.iterator();
+    return new Scan() {
+      @Override
+      public boolean hasNext() {
+        boolean more = rows.hasNext();
+        if (!more) {
+          reader.release();
+        }
+        return more;
+      }
+
+      @Override
+      public UnsafeRowPair next() {
+        return rows.next();
+      }
+
+      @Override
+      public void close() {
+        rows.close();
+        reader.release();
+      }
+    };
+  }
+
   /** A scan of a store: its rows, and {@code close()} for a caller that stops before the end. */
   interface Scan extends java.util.Iterator<UnsafeRowPair>, AutoCloseable {
     Scan EMPTY = new Scan() {

@@ -9,7 +9,8 @@ import scala.collection.Iterator;
 
 /**
  * Spark 3.5's {@code StateStore} over a {@link LoadedStore}. Its scans are plain Scala iterators with no
- * close: a scan left before its end is closed with the store, at commit or abort.
+ * close: a scan left before its end is closed with the store, at commit or abort (a scan after the commit,
+ * with the task's lease).
  */
 final class PythonStateStore implements StateStore {
   private final LoadedStore store;
@@ -33,9 +34,10 @@ final class PythonStateStore implements StateStore {
     return store.get(key);
   }
 
+  /** After the commit too: Spark 3.5's complete-mode aggregation reads every row once it committed. */
   @Override
   public Iterator<UnsafeRowPair> iterator() {
-    return ScalaCollections.iterator(store.iterator());
+    return ScalaCollections.iterator(store.hasCommitted() ? store.committedRows() : store.iterator());
   }
 
   @Override

@@ -13,17 +13,20 @@ import scala.Option;
  * ({@code abort()} before). Looked up once by reflection, so one StateCopy serves every 4.x line.
  */
 final class ProviderCalls {
-  private static final Method GET_STORE_4 = method(StateStoreProvider.class, "getStore", long.class, Option.class,
-      boolean.class, boolean.class);
   private static final Method GET_STORE_2 = method(StateStoreProvider.class, "getStore", long.class, Option.class);
   private static final Method RELEASE = method(ReadStateStore.class, "release");
 
   private ProviderCalls() {}
 
-  /** The write store at {@code version}; {@code loadEmpty} starts it empty (Spark 4.2 on, else refused). */
+  /**
+   * The write store at {@code version}; {@code loadEmpty} starts it empty: Spark's providers have it from
+   * 4.2 on, sparkstate's on every 4.x line (its class declares the 4.2 method); else refused.
+   */
   static StateStore getStore(StateStoreProvider provider, long version, boolean loadEmpty) {
-    if (GET_STORE_4 != null) {
-      return (StateStore) invoke(GET_STORE_4, provider, version, Option.empty(), false, loadEmpty);
+    Method withLoadEmpty = method(provider.getClass(), "getStore", long.class, Option.class, boolean.class,
+        boolean.class);
+    if (withLoadEmpty != null) {
+      return (StateStore) invoke(withLoadEmpty, provider, version, Option.empty(), false, loadEmpty);
     }
     if (loadEmpty) {
       throw new UnsupportedOperationException("copying state into " + provider.getClass().getName()
