@@ -1,0 +1,70 @@
+"""What each Spark line serves, run on the line of the installed pyspark (scripts/test-spark-versions.sh
+runs this module in one environment per line; CI runs it on the newest): the migration between sparkstate
+and the line's own providers, or its refusal by name where the line lacks it, and the file-only tools on
+the line's checkpoints."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pyspark
+import pytest
+from conftest import BUILTIN_PROVIDERS, selected_provider
+from spark_harness import AggregationCase
+
+import sparkstate
+from sparkstate.checkpoint.spark_logs import PROVIDER_CLASS_CONF, SparkLogs
+from sparkstate.spark_lines import UnsupportedSparkLineError, spark_line
+from sparkstate.storage import fileio_for
+
+pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="needs the sparkstate jar")
+
+LINE = spark_line(pyspark.__version__)
+PROVIDERS = {**BUILTIN_PROVIDERS, "sparkstate": sparkstate.PROVIDER_CLASS}
+# Spark's providers start a store empty at a version (what the copy into them needs) from 4.2 on.
+INTO_SPARK_ROCKSDB = LINE >= "4.2"
+
+
+def _pinned(checkpoint: str) -> str:
+    logs = SparkLogs(fileio_for(checkpoint), checkpoint)
+    return logs.read_offset(logs.offset_batches()[-1]).conf[PROVIDER_CLASS_CONF]
+
+
+def _run_on(case: AggregationCase, provider: str) -> None:
+    case.run({PROVIDER_CLASS_CONF: PROVIDERS[provider]})
+
+
+@pytest.mark.parametrize("source,target", [("hdfs", "sparkstate"), ("sparkstate", "hdfs"),
+                                           ("sparkstate", "rocksdb"), ("rocksdb", "sparkstate")])
+def test_migrate_between_sparkstate_and_the_lines_providers(spark, tmp_path, source, target):
+    case = AggregationCase(spark, tmp_path, seed=83, n_files=4)
+    case.source.add_all(case.files[:2])
+    _run_on(case, source)
+    if LINE == "3.5":
+        with pytest.raises(UnsupportedSparkLineError, match=r"sparkstate migrate needs Spark 4\.0 or later"):
+            sparkstate.migrate(spark, case.checkpoint, target)
+        assert _pinned(case.checkpoint) == PROVIDERS[source]
+        return
+    if target == "rocksdb" and not INTO_SPARK_ROCKSDB:
+        with pytest.raises(Exception, match=r"loadEmpty.*4\.2"):
+            sparkstate.migrate(spark, case.checkpoint, target)
+        assert _pinned(case.checkpoint) == PROVIDERS[source]
+        return
+    summary = sparkstate.migrate(spark, case.checkpoint, target)
+    assert summary.rows == case.n_keys and _pinned(case.checkpoint) == PROVIDERS[target]
+    case.source.add_all(case.files[2:])
+    _run_on(case, source)  # the checkpoint keeps the provider it was migrated to
+    case.assert_matches_batch()
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+def test_tools_read_the_lines_checkpoints(spark, tmp_path, backend):
+    case = AggregationCase(spark, tmp_path, seed=89, n_files=3)
+    for i in range(3):
+        case.source.add_all(case.files[i:i + 1])
+        case.run({PROVIDER_CLASS_CONF: PROVIDERS["sparkstate"], "spark.sql.streaming.stateStore.sparkstate.backend": backend})
+    for command in ("inspect", "verify", "gc", "verify"):
+        done = subprocess.run([sys.executable, "-m", "sparkstate.cli", command, "--checkpoint", case.checkpoint],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"sparkstate {command}: {done.stdout}{done.stderr}"
+    case.assert_matches_batch()
