@@ -4,6 +4,7 @@ and the line's own providers, or its refusal by name where the line lacks it, an
 the line's checkpoints."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -68,3 +69,51 @@ def test_tools_read_the_lines_checkpoints(spark, tmp_path, backend):
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, f"sparkstate {command}: {done.stdout}{done.stderr}"
     case.assert_matches_batch()
+
+
+def test_checkpoint_format_v2_is_refused_where_the_line_lacks_it(spark, tmp_path):
+    """Spark 3.5 has no checkpoint format v2: a query asking for it is refused by name, not run without it."""
+    case = AggregationCase(spark, tmp_path, seed=101, n_files=2)
+    case.source.add_all(case.files)
+    conf = {PROVIDER_CLASS_CONF: PROVIDERS["sparkstate"],
+            "spark.sql.streaming.stateStore.checkpointFormatVersion": "2"}
+    if LINE == "3.5":
+        assert "checkpoint format v2 needs Spark 4.0 or later" in case.failure_of_run(conf)
+    else:
+        case.run(conf)
+        case.assert_matches_batch()
+
+
+WRONG_JAR_JOB = """
+import sys
+sys.path.insert(0, {here!r})
+from pathlib import Path
+import sparkstate
+from pyspark.sql import SparkSession
+from conftest import BASE_CONF
+from spark_harness import AggregationCase
+builder = SparkSession.builder
+for k, v in BASE_CONF.items():
+    builder = builder.config(k, v)
+builder = sparkstate.configure(builder).config("spark.jars", sparkstate.jar_path({other!r}))
+spark = builder.config("spark.task.maxFailures", "1").getOrCreate()
+case = AggregationCase(spark, Path({tmp!r}), seed=103, n_files=1)
+case.source.add_all(case.files)
+print(case.failure_of_run())
+spark.stop()
+"""
+
+
+def test_the_jar_of_another_line_refuses_to_start_naming_both_versions(tmp_path):
+    # Every pairing but one loads the provider class, which checks. The exception: a 4.x jar in Spark 3.5,
+    # whose JVM cannot load the class at all, because it implements an interface Spark 3.5 lacks
+    # (SupportsFineGrainedReplay); the docs say so.
+    other = "4.3.0" if LINE == "3.5" else "3.5.9"
+    code = WRONG_JAR_JOB.format(here=os.path.dirname(os.path.abspath(__file__)), other=other, tmp=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    if LINE == "3.5":
+        assert "SupportsFineGrainedReplay" in done.stdout
+    else:
+        assert (f"this sparkstate jar is built for Spark {spark_line(other)} but this JVM runs Spark "
+                f"{pyspark.__version__}") in done.stdout

@@ -29,10 +29,20 @@ final class SparkApi {
     return null;
   }
 
-  /** Spark 3.5 has no checkpoint format v2. */
+  /**
+   * Spark 3.5 has no checkpoint format v2; a query that asks for it (the setting Spark 4 reads) is refused
+   * rather than run without it.
+   */
   static boolean checkpointIds(StateStoreConf conf) {
+    String asked = ScalaCollections.asJava(conf.sqlConfs()).get(CHECKPOINT_FORMAT_KEY);
+    if (asked != null && !asked.trim().equals("1")) {
+      throw new UnsupportedOperationException(CHECKPOINT_FORMAT_KEY + "=" + asked.trim() + ": checkpoint format "
+          + "v2 needs Spark 4.0 or later; this Spark is 3.5");
+    }
     return false;
   }
+
+  private static final String CHECKPOINT_FORMAT_KEY = "spark.sql.streaming.stateStore.checkpointFormatVersion";
 
   /** Spark 3.5's coordinator takes no commit or snapshot reports from a provider. */
   static void afterCommit(StateStoreConf conf, Configuration hadoopConf, StateStoreId id, String runId, long version) {}
