@@ -30,7 +30,7 @@ from ..rewrite.batch import BatchPublisher
 from ..rewrite.file_sink import COMPACT_INTERVAL_KEY, check_file_sink, compact_interval_setting
 from ..rewrite.job_failure import job_failure_message
 from ..rewrite.lock import RewriteLock
-from ..rewrite.session import session_s3a, session_sparkstate_conf
+from ..rewrite.session import session_conf, session_s3a, session_sparkstate_conf
 from ..rewrite.stopped_query import normalize_checkpoint, refuse_if_running
 from ..rewrite.tool import MIGRATION
 from ..spark_lines import require as require_spark
@@ -103,7 +103,7 @@ def session_stores(spark: Any, checkpoint: str) -> OurStores:
 
 def _job_conf(spark: Any, plan: MigrationPlan) -> tuple[dict[str, str], dict[str, str]]:
     """(the SQL conf both providers run with, the Hadoop conf) for the copy job."""
-    conf = {k: v for k, v in spark.conf.getAll.items()
+    conf = {k: v for k, v in session_conf(spark).items()
             if k.startswith(("spark.sql.streaming.", PREFIX)) and k != PROVIDER_CLASS_CONF}
     conf.update({k: v for k, v in spark.sparkContext.getConf().getAll()
                  if k.startswith(PREFIX) and k not in conf})

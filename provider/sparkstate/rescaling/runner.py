@@ -44,7 +44,7 @@ from ..rewrite.file_sink import (
 )
 from ..rewrite.job_failure import job_failure_message
 from ..rewrite.lock import WORK_DIR, RewriteLock
-from ..rewrite.session import s3a_entries, session_s3a, session_sparkstate_conf
+from ..rewrite.session import s3a_entries, session_conf, session_s3a, session_sparkstate_conf
 from ..rewrite.stopped_query import normalize_checkpoint, refuse_if_running
 from ..rewrite.tool import RESCALE
 from ..storage import FileIO, fileio_for, join_path
@@ -210,10 +210,7 @@ def _task_python(spark: Any) -> str:
     """The store workers' interpreter, by the shim's rule: the pythonExec setting, else
     spark.pyspark.python, else PYSPARK_PYTHON, else python3."""
     conf = dict(spark.sparkContext.getConf().getAll())
-    try:
-        conf.update(spark.conf.getAll)
-    except Exception:  # noqa: BLE001 - older API shapes
-        pass
+    conf.update(session_conf(spark))
     for value in (conf.get(PREFIX + "pythonExec"), conf.get("spark.pyspark.python"), os.environ.get("PYSPARK_PYTHON")):
         if value and value.strip():
             return value.strip()

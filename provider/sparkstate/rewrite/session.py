@@ -15,10 +15,7 @@ def session_sparkstate_conf(spark: Any) -> dict[str, str]:
     """The sparkstate settings of `spark`'s session (full keys), without the backend (the checkpoint's manifests
     say it) and the worker interpreter (this host's)."""
     out = {k: v for k, v in spark.sparkContext.getConf().getAll() if k.startswith(PREFIX)}
-    try:
-        out.update({k: v for k, v in spark.conf.getAll.items() if k.startswith(PREFIX)})
-    except Exception:  # noqa: BLE001 - older API shapes
-        pass
+    out.update({k: v for k, v in session_conf(spark).items() if k.startswith(PREFIX)})
     out.pop(PREFIX + "backend", None)  # the backend comes from the checkpoint's manifests
     out.pop(PREFIX + "pythonExec", None)
     return out
@@ -29,8 +26,17 @@ def session_s3a(spark: Any) -> dict[str, str]:
     core-site.xml, and session confs): what the shim forwards to the workers to reach state on S3."""
     jconf = spark.sparkContext._jsc.hadoopConfiguration()
     out = {"fs.s3a." + str(k): str(v) for k, v in dict(jconf.getPropsWithPrefix("fs.s3a.")).items()}
-    out.update(s3a_entries(spark.conf.getAll))
+    out.update(s3a_entries(session_conf(spark)))
     return out
+
+
+def session_conf(spark: Any) -> dict[str, str]:
+    """Every setting of `spark`'s session: PySpark 4's `RuntimeConfig.getAll`, or on PySpark 3.5 (which has
+    no such property) the JVM session's own map."""
+    if hasattr(type(spark.conf), "getAll"):
+        return dict(spark.conf.getAll)
+    confs = spark._jsparkSession.sessionState().conf().getAllConfs()
+    return {str(k): str(v) for k, v in dict(spark._jvm.scala.collection.JavaConverters.mapAsJavaMap(confs)).items()}
 
 
 def s3a_entries(conf: Mapping[str, str]) -> dict[str, str]:
