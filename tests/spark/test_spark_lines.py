@@ -112,8 +112,9 @@ def test_the_jar_of_another_line_refuses_to_start_naming_both_versions(tmp_path)
     code = WRONG_JAR_JOB.format(here=os.path.dirname(os.path.abspath(__file__)), other=other, tmp=str(tmp_path))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    said = done.stdout + done.stderr  # the query's error, and the executor's log of the failed task
     if LINE == "3.5":
-        assert "SupportsFineGrainedReplay" in done.stdout
+        assert "SupportsFineGrainedReplay" in said
     else:
         assert (f"this sparkstate jar is built for Spark {spark_line(other)} but this JVM runs Spark "
-                f"{pyspark.__version__}") in done.stdout
+                f"{pyspark.__version__}") in said
