@@ -2,8 +2,6 @@ package io.sparkstate;
 
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
-import org.apache.spark.sql.execution.streaming.state.StateStoreId;
-import org.apache.spark.sql.execution.streaming.state.StateStoreMetrics;
 import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
 import scala.collection.Iterator;
 
@@ -12,21 +10,9 @@ import scala.collection.Iterator;
  * close: a scan left before its end is closed with the store, at commit or abort (a scan after the commit,
  * with the task's lease).
  */
-final class PythonStateStore implements StateStore {
-  private final LoadedStore store;
-
+final class PythonStateStore extends StoreOverLoaded implements StateStore {
   PythonStateStore(LoadedStore store) {
-    this.store = store;
-  }
-
-  @Override
-  public StateStoreId id() {
-    return store.id();
-  }
-
-  @Override
-  public long version() {
-    return store.version();
+    super(store);
   }
 
   @Override
@@ -53,25 +39,5 @@ final class PythonStateStore implements StateStore {
   @Override
   public void remove(UnsafeRow key) {
     store.remove(key);
-  }
-
-  @Override
-  public long commit() {
-    return store.commit();
-  }
-
-  @Override
-  public void abort() {
-    store.abort();
-  }
-
-  @Override
-  public boolean hasCommitted() {
-    return store.hasCommitted();
-  }
-
-  @Override
-  public StateStoreMetrics metrics() {
-    return store.metrics();
   }
 }

@@ -4,9 +4,7 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStoreCheckpointInfo;
-import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.execution.streaming.state.StateStoreIterator;
-import org.apache.spark.sql.execution.streaming.state.StateStoreMetrics;
 import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
 import org.apache.spark.sql.types.StructType;
 import scala.collection.Iterator;
@@ -17,27 +15,11 @@ import scala.runtime.BoxedUnit;
  * key. Declares the methods of every 4.x line (putList, mergeList and release from 4.1, the multi-value
  * scans and allColumnFamilyNames from 4.2), rejecting those sparkstate does not serve.
  */
-final class PythonStateStore implements StateStore {
+final class PythonStateStore extends StoreOverLoaded implements StateStore {
   private static final String DEFAULT_CF = "default";
 
-  private final LoadedStore store;
-
   PythonStateStore(LoadedStore store) {
-    this.store = store;
-  }
-
-  LoadedStore loaded() {
-    return store;
-  }
-
-  @Override
-  public StateStoreId id() {
-    return store.id();
-  }
-
-  @Override
-  public long version() {
-    return store.version();
+    super(store);
   }
 
   @Override
@@ -77,29 +59,9 @@ final class PythonStateStore implements StateStore {
     store.remove(key);
   }
 
-  @Override
-  public long commit() {
-    return store.commit();
-  }
-
-  @Override
-  public void abort() {
-    store.abort();
-  }
-
   /** Spark 4.1 on: read stores end here. Must not throw: Spark calls it from cleanup paths. */
   public void release() {
     store.release();
-  }
-
-  @Override
-  public boolean hasCommitted() {
-    return store.hasCommitted();
-  }
-
-  @Override
-  public StateStoreMetrics metrics() {
-    return store.metrics();
   }
 
   @Override
