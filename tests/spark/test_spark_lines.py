@@ -18,7 +18,10 @@ from sparkstate.checkpoint.spark_logs import PROVIDER_CLASS_CONF, SparkLogs
 from sparkstate.spark_lines import UnsupportedSparkLineError, spark_line
 from sparkstate.storage import fileio_for
 
-pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="needs the sparkstate jar")
+# slow: the CI suite covers the newest line's migrations and tools in test_migrate.py and the CLI tests;
+# scripts/test-spark-versions.sh runs this module on every line.
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(selected_provider() != "sparkstate", reason="needs the sparkstate jar")]
 
 LINE = spark_line(pyspark.__version__)
 PROVIDERS = {**BUILTIN_PROVIDERS, "sparkstate": sparkstate.PROVIDER_CLASS}
