@@ -47,9 +47,9 @@ tests_of() {
   case $1 in
     operators) echo "tests/spark/test_operators.py" ;;
     faults) echo "tests/spark/test_worker_faults.py tests/spark/test_reexecuted_batch.py tests/spark/test_failures.py" ;;
-    rescale) echo "tests/spark/test_rescale.py -k test_aggregation_4_to_7 or test_drop_duplicates_4_to_2" ;;
+    rescale) echo "tests/spark/test_spark_lines.py -k rescale" ;;
     migrate) echo "tests/spark/test_spark_lines.py -k migrate" ;;
-    tools) echo "tests/spark/test_spark_lines.py -k not migrate" ;;
+    tools) echo "tests/spark/test_spark_lines.py -k not migrate and not rescale" ;;
   esac
 }
 

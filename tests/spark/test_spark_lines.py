@@ -62,6 +62,22 @@ def test_migrate_between_sparkstate_and_the_lines_providers(spark, tmp_path, sou
 
 
 @pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+def test_rescale_on_the_line(spark, tmp_path, backend):
+    case = AggregationCase(spark, tmp_path, seed=107, n_files=4)
+    case.source.add_all(case.files[:2])
+    conf = {PROVIDER_CLASS_CONF: PROVIDERS["sparkstate"], "spark.sql.streaming.stateStore.sparkstate.backend": backend}
+    case.run(conf)
+    if LINE == "3.5":
+        with pytest.raises(UnsupportedSparkLineError, match=r"sparkstate rescale needs Spark 4\.0 or later"):
+            sparkstate.rescale(spark, case.checkpoint, 5)
+        return
+    sparkstate.rescale(spark, case.checkpoint, 5)
+    case.source.add_all(case.files[2:])
+    case.run(conf)
+    case.assert_matches_batch()
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
 def test_tools_read_the_lines_checkpoints(spark, tmp_path, backend):
     case = AggregationCase(spark, tmp_path, seed=89, n_files=3)
     for i in range(3):

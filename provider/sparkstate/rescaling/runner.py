@@ -47,6 +47,7 @@ from ..rewrite.lock import WORK_DIR, RewriteLock
 from ..rewrite.session import s3a_entries, session_conf, session_s3a, session_sparkstate_conf
 from ..rewrite.stopped_query import normalize_checkpoint, refuse_if_running
 from ..rewrite.tool import RESCALE
+from ..spark_lines import require as require_spark
 from ..storage import FileIO, fileio_for, join_path
 from ..storage.local import local_path_or_none
 from .plan import Plan, build_plan, store_spec_doc
@@ -99,6 +100,9 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str,
     """Rescale the state of a stopped sparkstate query to `num_partitions` partitions (see module doc).
     `file_sinks`: the output paths of the query's file sinks, whose own logs get the rescale's batch."""
     t0 = time.perf_counter()
+    # The plan reads each operator's kind and stores from Spark's operator metadata, which Spark 3.5 does
+    # not write for these queries.
+    require_spark(spark.version, "4.0", "sparkstate rescale")
     checkpoint = normalize_checkpoint(checkpoint)
     refuse_if_running(spark, checkpoint, RESCALE)
     settings_conf = session_sparkstate_conf(spark)
