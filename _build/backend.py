@@ -26,7 +26,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import spark_lines  # noqa: E402  (beside this file; the build runs it from _build/)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-JAVA_SOURCES = os.path.join(ROOT, "jvm-shim", "src", "main", "java")
 JAVA_TESTS = os.path.join(ROOT, "jvm-shim", "src", "test", "java")
 SETTINGS_RESOURCE = "settings.json"
 BUILD_ID_RESOURCE = "build-id"

@@ -23,7 +23,10 @@ LINES="${LINES:-3.5 4.0 4.1 4.2 4.3}"
 CHECKS="${CHECKS:-operators faults rescale migrate tools upgrade}"
 mkdir -p "$VENVS" "$LOGS"
 
-declare -A PYSPARK=([3.5]=3.5.9 [4.0]=4.0.5 [4.1]=4.1.4 [4.2]=4.2.1 [4.3]=4.3.0)
+# Each line's pyspark release: the one its shim compiles against (_build/spark_lines.py).
+declare -A PYSPARK
+while read -r line release; do PYSPARK[$line]=$release; done < <(python3 -c \
+  'import sys; sys.path.insert(0, "_build"); import spark_lines; [print(l.name, l.pyspark) for l in spark_lines.LINES]')
 # PySpark 3.5's own Python worker (applyInPandasWithState) fails on newer pyarrow; 15 is its newest
 # release that works with it here.
 declare -A EXTRA=([3.5]="pyarrow<16")

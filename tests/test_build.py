@@ -18,3 +18,13 @@ def test_missing_jdk_is_a_clear_build_error(monkeypatch, tmp_path):
     monkeypatch.setenv("JAVA_HOME", str(tmp_path))  # no bin/javac there
     with pytest.raises(backend.JdkMissingError, match=r"JDK 17.*javac.*openjdk-17-jdk-headless"):
         backend.build_jars()
+
+
+def test_the_build_compiles_a_jar_for_every_line_the_package_serves():
+    import sys
+
+    import sparkstate
+    sys.path.insert(0, os.path.join(ROOT, "_build"))
+    import spark_lines
+
+    assert [line.name for line in spark_lines.LINES] == list(sparkstate.SPARK_LINES)
