@@ -50,7 +50,7 @@ tests_of() {
   case $1 in
     operators) echo "tests/spark/test_operators.py" ;;
     faults) echo "tests/spark/test_worker_faults.py tests/spark/test_reexecuted_batch.py tests/spark/test_failures.py" ;;
-    rescale) echo "tests/spark/test_spark_lines.py -k rescale" ;;
+    rescale) echo "tests/spark/test_spark_lines.py tests/spark/test_rescale.py -k rescale_on_the_line or aggregation_4_to_7 or join_3_to_12 or session_window or interrupted_while_publishing" ;;
     migrate) echo "tests/spark/test_spark_lines.py -k migrate" ;;
     tools) echo "tests/spark/test_spark_lines.py -k not migrate and not rescale" ;;
   esac

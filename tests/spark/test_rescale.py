@@ -46,6 +46,7 @@ import sparkstate
 from sparkstate.checkpoint.spark_logs import SparkLogs
 from sparkstate.rescaling import RescaleError, build_plan
 from sparkstate.rescaling.verify import verify_join_state, verify_routing
+from sparkstate.spark_lines import spark_line
 from sparkstate.storage import fileio_for
 from tests.storage.instrumented import InjectedFault, instrument_local_storage
 
@@ -109,8 +110,9 @@ def test_aggregation_4_to_7(spark, tmp_path, variant):
                                    lambda: (case.source.add_all(files[2:]), run()))
     assert summary.stores == 7
     assert_same_rows(sink.updated(["k"]), _per_key_stats(case.source.batch()).collect(), min_rows=30)
-    metadata = spark.read.format("state-metadata").load(case.checkpoint).collect()
-    assert [(r.operatorId, r.stateStoreName, r.numPartitions) for r in metadata] == [(0, "default", 7)]
+    if spark_line(spark.version) >= "4.0":  # Spark 3.5 has no operator metadata nor its source
+        metadata = spark.read.format("state-metadata").load(case.checkpoint).collect()
+        assert [(r.operatorId, r.stateStoreName, r.numPartitions) for r in metadata] == [(0, "default", 7)]
 
 
 def test_drop_duplicates_4_to_2(spark, tmp_path, variant):

@@ -67,10 +67,6 @@ def test_rescale_on_the_line(spark, tmp_path, backend):
     case.source.add_all(case.files[:2])
     conf = {PROVIDER_CLASS_CONF: PROVIDERS["sparkstate"], "spark.sql.streaming.stateStore.sparkstate.backend": backend}
     case.run(conf)
-    if LINE == "3.5":
-        with pytest.raises(UnsupportedSparkLineError, match=r"sparkstate rescale needs Spark 4\.0 or later"):
-            sparkstate.rescale(spark, case.checkpoint, 5)
-        return
     sparkstate.rescale(spark, case.checkpoint, 5)
     case.source.add_all(case.files[2:])
     case.run(conf)

@@ -204,6 +204,22 @@ def routing_partition_counts(fileio: FileIO, checkpoint: str, version: int) -> l
     return counts
 
 
+def unfinished_repartition(fileio: FileIO, checkpoint: str, batch: int) -> int | None:
+    """The partition count batch `batch` repartitions to, when it is an uncommitted repartition batch (a
+    rescale that stopped before its commit log entry); None otherwise, or when the logs cannot be read.
+    Spark 4.3 refuses to run such a batch itself (`checkUnfinishedRepartitionOnRestart`); earlier lines
+    would run it on state half rescaled."""
+    logs = SparkLogs(fileio, checkpoint)
+    try:
+        if batch <= 0 or not fileio.exists(logs.offset_path(batch)) or fileio.exists(logs.commit_path(batch)):
+            return None
+        if not logs.is_repartition_batch(batch):
+            return None
+        return logs.read_offset(batch).shuffle_partitions
+    except (OSError, SparkCheckpointError):
+        return None
+
+
 @dataclass(frozen=True)
 class StoreInfo:
     store_name: str

@@ -16,7 +16,7 @@ from typing import Collection, Iterator, Sequence
 
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager, open_fileio
-from ..checkpoint.spark_logs import routing_partition_counts
+from ..checkpoint.spark_logs import routing_partition_counts, unfinished_repartition
 from ..config import PREFIX
 from ..errors import (
     CheckpointError,
@@ -187,6 +187,7 @@ class Store:
             else:
                 self._close_backend()
                 self._state = State.CLOSED  # until the restore succeeds
+                self._refuse_unfinished_rescale(version)
                 try:
                     manifest = self._read_manifest_for_load(version, checkpoint_id)
                     self._check_manifest(manifest)
@@ -318,6 +319,20 @@ class Store:
                  f"No older version at {self._file_manager.root} looks loadable")
         return (f"{found}. Run `{verify}`; the README's 'When the checkpoint is damaged' shows how to roll the "
                 "query back")
+
+    def _refuse_unfinished_rescale(self, version: int) -> None:
+        """Batch `version` (the batch that loads it) must not be a rescale's repartition batch whose commit is
+        missing: its stores are half published, and running it would lose or misplace keys. Checked on the
+        stores Spark opens (whose keys route by key group), on a restore from the checkpoint only."""
+        if not self.spec.key_groups_route:
+            return
+        root = self.spec.location.checkpoint_root()
+        pinned = unfinished_repartition(open_fileio(root, self.spec.settings, self.spec.hadoop_s3a), root, version)
+        if pinned is not None:
+            raise CheckpointError(
+                f"batch {version} of {root} is an unfinished rescale to {pinned} partitions (a repartition batch "
+                f"whose commit log entry is missing), so its state is half published. Finish it with `sparkstate "
+                f"rescale --checkpoint {root} --partitions {pinned}`, which continues where it stopped")
 
     def _check_key_groups(self, version: int, sample: int = 64) -> None:
         """Every key carries its key group, which routes it to one partition: a few keys of a restored

@@ -25,7 +25,8 @@ from ..checkpoint import CheckpointFileManager
 from ..checkpoint.file_manager import versions_of
 from ..checkpoint.location import discover_stores, spark_store_location
 from ..checkpoint.recorded_attempts import RecordedAttempts, read_recorded_manifest
-from ..checkpoint.spark_logs import SparkLogs, parse_state_schema, read_operator_metadata
+from ..checkpoint.operator_stores import operator_ids, stores_of_operator
+from ..checkpoint.spark_logs import SparkLogs
 from ..config import PREFIX, PROVIDER_CLASS, PROVIDER_CLASS_KEY
 from ..errors import CheckpointError, SparkstateError
 from ..keygroups import KEY_GROUP_BYTES, partition_of
@@ -214,24 +215,20 @@ def inspect_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO, st
 
 
 def _schemas(fileio: FileIO, checkpoint: str) -> list[StoreSchema]:
-    """Each operator's stores with their schemas, from Spark's operator metadata and state schema files."""
-    state = fileio.join(checkpoint, "state")
+    """Each operator's stores with their schemas (checkpoint.operator_stores); an operator whose metadata or
+    schema files cannot be read is left out (inspect reports what it can)."""
     out: list[StoreSchema] = []
-    op = 0
-    while True:
+    try:
+        ops = operator_ids(fileio, checkpoint)
+    except (CheckpointError, OSError):
+        return out
+    for op in ops:
         try:
-            meta = read_operator_metadata(fileio, fileio.join(state, str(op), "_metadata", "metadata"))
+            stores = stores_of_operator(fileio, checkpoint, op)
         except (CheckpointError, ValueError, KeyError, OSError):
-            break
-        for info in meta.stores:
-            schema = StoreSchema(op, meta.operator_name, info.store_name, info.num_cols_prefix_key)
-            path = fileio.join(spark_store_location(checkpoint, op, 0, info.store_name), "_metadata", "schema")
-            try:
-                schema.key_schema, schema.value_schema = parse_state_schema(fileio.read_bytes(path), path)
-            except (CheckpointError, OSError):
-                pass
-            out.append(schema)
-        op += 1
+            continue
+        out.extend(StoreSchema(s.operator_id, s.operator_name or "unnamed", s.store_name, s.num_cols_prefix_key,
+                               s.key_schema, s.value_schema) for s in stores)
     return out
 
 

@@ -24,15 +24,8 @@ from typing import Any, Callable, Mapping
 from ..checkpoint import CheckpointFileManager
 from ..checkpoint.location import StoreLocation, open_file_manager, spark_store_location
 from ..checkpoint.recorded_attempts import RecordedStore, held_attempt
-from ..checkpoint.spark_logs import (
-    PROVIDER_CLASS_CONF,
-    SUPPORTED_OPERATORS,
-    OffsetEntry,
-    SparkLogs,
-    is_single_partition_key,
-    parse_state_schema,
-    read_operator_metadata,
-)
+from ..checkpoint.operator_stores import operator_ids, operator_stores
+from ..checkpoint.spark_logs import PROVIDER_CLASS_CONF, SUPPORTED_OPERATORS, OffsetEntry, SparkLogs
 from ..config import PREFIX, PROVIDER_CLASS, Settings
 from ..errors import AlreadyMigratedError, CheckpointError, MigrationError
 from ..rewrite.batch import RewriteBatch, with_recorded_attempts
@@ -196,36 +189,30 @@ def pinned_provider(entry: OffsetEntry) -> str:
 
 def _stores(fio: FileIO, checkpoint: str) -> list[StoreToCopy]:
     state = join_path(checkpoint, "state")
-    stores = []
-    op = 0
-    while True:
+    for op in _operator_ids(fio, checkpoint):
         if _lists(fio, join_path(state, str(op), "_metadata", "v2")):
             raise MigrationError(f"operator {op} keeps operator metadata v2 (transformWithState): its state, in "
                                  "column families, cannot be migrated")
-        if not fio.exists(join_path(state, str(op), "_metadata", "metadata")):
-            break
-        try:
-            meta = read_operator_metadata(fio, join_path(state, str(op), "_metadata", "metadata"))
-        except CheckpointError as e:
-            raise MigrationError(f"{e}; transformWithState state cannot be migrated") from None
-        if meta.operator_name not in SUPPORTED_OPERATORS:
-            raise MigrationError(f"operator {op} is {meta.operator_name!r}, whose state sparkstate cannot "
+    try:
+        found = operator_stores(fio, checkpoint)
+    except CheckpointError as e:
+        raise MigrationError(f"{e}; transformWithState state cannot be migrated") from None
+    for s in found:
+        if s.operator_name is not None and s.operator_name not in SUPPORTED_OPERATORS:
+            raise MigrationError(f"operator {s.operator_id} is {s.operator_name!r}, whose state sparkstate cannot "
                                  f"migrate exactly; supported: {', '.join(sorted(set(SUPPORTED_OPERATORS.values())))}")
-        for info in meta.stores:
-            path = join_path(spark_store_location(checkpoint, op, 0, info.store_name), "_metadata", "schema")
-            try:
-                key, value = parse_state_schema(fio.read_bytes(path), path)
-            except FileNotFoundError:
-                raise MigrationError(f"state schema {path} is missing: cannot open operator {op} store "
-                                     f"{info.store_name} without its key and value schema") from None
-            stores.append(StoreToCopy(op, meta.operator_name, info.store_name, info.num_cols_prefix_key,
-                                      is_single_partition_key(key, info.num_cols_prefix_key),
-                                      json.dumps(key), json.dumps(value)))
-        op += 1
-    if not stores:
+    if not found:
         raise MigrationError(f"{checkpoint} has no state (no stateful operator): nothing to migrate; a "
                              "stateless query can change its provider setting directly")
-    return stores
+    return [StoreToCopy(s.operator_id, s.operator_name or "unnamed", s.store_name, s.num_cols_prefix_key,
+                        s.single_partition, json.dumps(s.key_schema), json.dumps(s.value_schema)) for s in found]
+
+
+def _operator_ids(fio: FileIO, checkpoint: str) -> list[int]:
+    try:
+        return operator_ids(fio, checkpoint)
+    except CheckpointError as e:
+        raise MigrationError(str(e)) from None
 
 
 def _lists(fio: FileIO, directory: str) -> bool:

@@ -7,22 +7,15 @@ stores, every old store's latest committed version and its backend.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field, replace
 from math import gcd
 from typing import Any
 
 from ..checkpoint import CheckpointFileManager
 from ..checkpoint.location import open_file_manager, spark_store_location
+from ..checkpoint.operator_stores import DEFAULT_STORE, JOIN_STORES, operator_stores
 from ..checkpoint.recorded_attempts import RecordedStore, held_attempt
-from ..checkpoint.spark_logs import (
-    PROVIDER_CLASS_CONF,
-    SUPPORTED_OPERATORS,
-    SparkLogs,
-    is_single_partition_key,
-    parse_state_schema,
-    read_operator_metadata,
-)
+from ..checkpoint.spark_logs import PROVIDER_CLASS_CONF, SUPPORTED_OPERATORS, SparkLogs
 from ..config import PREFIX, PROVIDER_CLASS, Settings
 from ..errors import AlreadyRescaledError, CheckpointError, RescaleError
 from ..rewrite.batch import RewriteBatch, with_recorded_attempts
@@ -30,11 +23,7 @@ from ..rewrite.lock import WORK_DIR
 from ..rewrite.stopped_query import normalize_checkpoint
 from ..rewrite.tool import RESCALE
 from ..storage import FileIO, fileio_for, join_path
-from ..storage.local import local_path_or_none
 
-# operatorName in v1 operator metadata -> stateful operators sparkstate serves (contract §8).
-JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues",
-               "right-keyWithIndexToValue")
 
 
 @dataclass(frozen=True)
@@ -196,54 +185,30 @@ def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, st
 
 
 def _discover_stores(fio: FileIO, checkpoint: str) -> list[StorePlan]:
-    state_root = join_path(checkpoint, "state")
-    op_ids = _operator_ids(fio, state_root)
-    if not op_ids:
+    try:
+        found = operator_stores(fio, checkpoint)
+    except CheckpointError as e:
+        raise RescaleError(str(e)) from None
+    if not found:
         raise RescaleError(f"{checkpoint} has no state (no stateful operator): nothing to rescale; the "
                            "partition count of a stateless query can be changed directly")
-    stores: list[StorePlan] = []
-    for op in op_ids:
-        meta = read_operator_metadata(fio, join_path(state_root, str(op), "_metadata", "metadata"))
-        if meta.operator_name not in SUPPORTED_OPERATORS:
-            raise RescaleError(f"operator {op} is {meta.operator_name!r}, whose state layout sparkstate does not "
+    for op in sorted({s.operator_id for s in found}):
+        of_op = [s for s in found if s.operator_id == op]
+        name, names = of_op[0].operator_name, [s.store_name for s in of_op]
+        if name is not None and name not in SUPPORTED_OPERATORS:
+            raise RescaleError(f"operator {op} is {name!r}, whose state layout sparkstate does not "
                                f"know; supported: {', '.join(sorted(SUPPORTED_OPERATORS))}")
-        names = [s.store_name for s in meta.stores]
-        if meta.operator_name == "symmetricHashJoin":
+        if name == "symmetricHashJoin" or (name is None and len(names) > 1):
             if sorted(names) != sorted(JOIN_STORES):
                 raise RescaleError(f"operator {op} (stream-stream join) has stores {names}; expected the four "
                                    f"stores of join state format 2: {list(JOIN_STORES)}")
-        elif names != ["default"]:
-            raise RescaleError(f"operator {op} ({meta.operator_name}) has stores {names}; expected ['default']")
-        for info in meta.stores:
-            schema_path = join_path(spark_store_location(checkpoint, op, 0, info.store_name), "_metadata", "schema")
-            try:
-                raw = fio.read_bytes(schema_path)
-            except FileNotFoundError:
-                raise RescaleError(f"state schema {schema_path} is missing; cannot tell the key columns of "
-                                   f"operator {op} store {info.store_name}") from None
-            key_schema, value_schema = parse_state_schema(raw, schema_path)
-            stores.append(StorePlan(
-                operator_id=op, operator_name=meta.operator_name, store_name=info.store_name,
-                num_cols_prefix_key=info.num_cols_prefix_key,
-                single_partition=is_single_partition_key(key_schema, info.num_cols_prefix_key),
-                key_schema_json=json.dumps(key_schema), value_schema_json=json.dumps(value_schema)))
-    return stores
-
-
-def _operator_ids(fio: FileIO, state_root: str) -> list[int]:
-    local = local_path_or_none(state_root)
-    if local is not None:
-        if not os.path.isdir(local):
-            return []
-        names = os.listdir(local)
-        bad = [n for n in names if not n.isdigit()]
-        if bad:
-            raise RescaleError(f"unexpected entries {bad} under {state_root}: unknown state layout")
-        return sorted(int(n) for n in names)
-    ids = []  # object stores: operator ids are dense from 0
-    while fio.exists(join_path(state_root, str(len(ids)), "_metadata", "metadata")):
-        ids.append(len(ids))
-    return ids
+        elif names != [DEFAULT_STORE]:
+            raise RescaleError(f"operator {op} ({name}) has stores {names}; expected ['default']")
+    return [StorePlan(operator_id=s.operator_id, operator_name=s.operator_name or "unnamed",
+                      store_name=s.store_name, num_cols_prefix_key=s.num_cols_prefix_key,
+                      single_partition=s.single_partition, key_schema_json=json.dumps(s.key_schema),
+                      value_schema_json=json.dumps(s.value_schema))
+            for s in found]
 
 
 def _source_stores(plan: Plan) -> list[RecordedStore[CheckpointFileManager]]:

@@ -12,7 +12,7 @@ Order of writes (each step is safe to interrupt; re-running the command with the
    committed (`checkUnfinishedRepartitionOnRestart`), so a half-published state can never be run.
 4. Publish each staged manifest as `manifests/<N+2>.manifest` of its store (put-if-absent); set the new
    partition count in each operator's metadata (`state/<op>/_metadata/metadata`, read by Spark's
-   `state-metadata` source); give each file sink named by the caller an entry for batch N+1
+   `state-metadata` source; Spark 3.5 writes none); give each file sink named by the caller an entry for batch N+1
    (`rewrite/file_sink.py`).
 5. `commits/<N+1>`: a copy of `commits/<N>`. The rescale is complete; staging and lock are removed.
 
@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager
+from ..checkpoint.operator_stores import metadata_path
 from ..checkpoint.spark_logs import rewrite_operator_partitions
 from ..config import PREFIX
 from ..engine import StoreSpec
@@ -47,7 +48,6 @@ from ..rewrite.lock import WORK_DIR, RewriteLock
 from ..rewrite.session import s3a_entries, session_conf, session_s3a, session_sparkstate_conf
 from ..rewrite.stopped_query import normalize_checkpoint, refuse_if_running
 from ..rewrite.tool import RESCALE
-from ..spark_lines import require as require_spark
 from ..storage import FileIO, fileio_for, join_path
 from ..storage.local import local_path_or_none
 from .plan import Plan, build_plan, store_spec_doc
@@ -100,9 +100,6 @@ def rescale(spark: Any, checkpoint: str, num_partitions: int, *, conf: dict[str,
     """Rescale the state of a stopped sparkstate query to `num_partitions` partitions (see module doc).
     `file_sinks`: the output paths of the query's file sinks, whose own logs get the rescale's batch."""
     t0 = time.perf_counter()
-    # The plan reads each operator's kind and stores from Spark's operator metadata, which Spark 3.5 does
-    # not write for these queries.
-    require_spark(spark.version, "4.0", "sparkstate rescale")
     checkpoint = normalize_checkpoint(checkpoint)
     refuse_if_running(spark, checkpoint, RESCALE)
     settings_conf = session_sparkstate_conf(spark)
@@ -266,8 +263,8 @@ def _publish(plan: Plan, fio: FileIO, progress: ProgressFn | None, results: list
         except CheckpointError as e:
             raise RescaleError(f"{e} (changed by someone else during the rescale)") from e
     for op in sorted({store.operator_id for store in plan.stores}):  # what Spark's state-metadata source reads
-        rewrite_operator_partitions(fio, join_path(plan.checkpoint, "state", str(op), "_metadata", "metadata"),
-                                    plan.new_partitions)
+        if fio.exists(metadata_path(plan.checkpoint, op)):  # Spark 3.5 writes none
+            rewrite_operator_partitions(fio, metadata_path(plan.checkpoint, op), plan.new_partitions)
     publisher.record_in_file_sinks(file_sinks, compact_interval)
     # 5. commit the batch
     publisher.commit(plan.stores, plan.new_partitions, new_ids, "a staged manifest has no checkpoint id; re-run "
