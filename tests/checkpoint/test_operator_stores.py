@@ -22,13 +22,16 @@ def _field(name: str, kind) -> dict:
 
 
 SESSION = {"type": "struct", "fields": [_field("start", "timestamp"), _field("end", "timestamp")]}
-SESSION_KEY = {"type": "struct", "fields": [_field("user", "string"), _field("session_window", SESSION)]}
+# Spark's session window store: grouping columns, then the session's start; the value is the input row
+SESSION_KEY = {"type": "struct", "fields": [_field("user", "string"), _field("sessionStartTime", "timestamp")]}
 SESSION_VALUE = {"type": "struct", "fields": [_field("user", "string"), _field("t", "timestamp"),
                                               _field("session_window", SESSION)]}
 # a windowed aggregation: the window struct ends the key, the value holds the buffer only
 WINDOW_KEY = {"type": "struct", "fields": [_field("k", "integer"), _field("window", SESSION)]}
 BUFFER = {"type": "struct", "fields": [_field("sum", "long"), _field("count", "long")]}
 DEDUP_VALUE = {"type": "struct", "fields": [_field("__dummy__", "null")]}
+# an aggregation grouped by a column that happens to be named like the session's start
+START_KEY = {"type": "struct", "fields": [_field("user", "string"), _field("sessionStartTime", "timestamp")]}
 
 
 def _write(path: str, data: bytes) -> None:
@@ -41,6 +44,8 @@ def test_the_prefix_of_a_session_window_and_of_nothing_else():
     assert session_prefix_columns(SESSION_KEY, SESSION_VALUE) == 1
     assert session_prefix_columns(WINDOW_KEY, BUFFER) == 0
     assert session_prefix_columns(WINDOW_KEY, DEDUP_VALUE) == 0
+    assert session_prefix_columns(START_KEY, BUFFER) == 0
+    assert session_prefix_columns(SESSION_KEY, {"type": "struct", "fields": [_field("user", "long")]}) == 0
     assert session_prefix_columns(AGG_KEY, VALUE) == 0
     assert session_prefix_columns({"type": "struct", "fields": []}, VALUE) == 0
 

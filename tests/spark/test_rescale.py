@@ -43,6 +43,7 @@ from test_operators import (
 )
 
 import sparkstate
+from sparkstate.checkpoint.operator_stores import operator_stores, session_prefix_columns
 from sparkstate.checkpoint.spark_logs import SparkLogs
 from sparkstate.rescaling import RescaleError, build_plan
 from sparkstate.rescaling.verify import verify_join_state, verify_routing
@@ -227,6 +228,10 @@ def test_session_window_4_to_7_with_the_cli(spark, tmp_path, variant):
 
     case.source.add_all(files[:3])
     run_with(spark, 4, run)
+    # the key prefix a checkpoint without operator metadata (Spark 3.5) is read with is Spark's own
+    (store,) = operator_stores(fileio_for(case.checkpoint), case.checkpoint)
+    assert session_prefix_columns(store.key_schema, store.value_schema) == 1
+    assert store.num_cols_prefix_key == 1 and store.operator_name == "sessionWindowStateStoreSaveExec"
     cli = subprocess.run([sys.executable, "-m", "sparkstate.cli", "rescale", "--checkpoint", case.checkpoint,
                           "--partitions", "7", "--master", "local[2]", "--json"],
                          capture_output=True, text=True, timeout=300,

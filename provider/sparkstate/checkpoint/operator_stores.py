@@ -6,10 +6,11 @@ Spark 3.5 writes no such file, so there the stores are read from the checkpoint'
 - a stream-stream join keeps its four stores in directories named after them (`state/<op>/0/left-keyToNumValues`
   and so on); every other operator has the one store `default`;
 - every store has Spark's state schema file (`_metadata/schema` of partition 0);
-- only a session window scans by key prefix: its key is the grouping columns followed by the session
-  struct (`start`, `end`), and its value is the whole input row, which holds every key column. Its prefix is
-  the grouping columns. A streaming aggregation's value holds its buffer only, deduplication's a
-  placeholder, (flat)MapGroupsWithState's the user's state: none holds the key's columns.
+- only a session window scans by key prefix: its key is the grouping columns followed by the session's
+  start (a timestamp named `sessionStartTime`), and its value is the whole input row, which holds every
+  grouping column. Its prefix is the grouping columns. A streaming aggregation's value holds its buffer
+  only, deduplication's a placeholder, (flat)MapGroupsWithState's the user's state: none holds the key's
+  columns.
 
 An operator found this way gets the name Spark 4 would give it where its layout tells (a join, a session
 window); the others have none (`operator_name` None).
@@ -32,6 +33,7 @@ JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNu
 DEFAULT_STORE = "default"
 JOIN_OPERATOR = "symmetricHashJoin"  # the operator names of Spark 4's operator metadata
 SESSION_WINDOW_OPERATOR = "sessionWindowStateStoreSaveExec"
+SESSION_START = "sessionStartTime"  # the last key column of a session window's store
 
 
 @dataclass(frozen=True)
@@ -123,17 +125,15 @@ def session_prefix_columns(key_schema: dict, value_schema: dict) -> int:
     """The prefix a session window's store scans by (its grouping columns), or 0 for a store that is not a
     session window's (see the module doc)."""
     keys = key_schema.get("fields") or []
-    if not keys or not _is_session_struct(keys[-1]):
+    if not keys or not _is_session_start(keys[-1]):
         return 0
-    values = {(f.get("name"), json.dumps(f.get("type"), sort_keys=True)) for f in value_schema.get("fields") or []}
-    if all((f.get("name"), json.dumps(f.get("type"), sort_keys=True)) in values for f in keys):
-        return len(keys) - 1
-    return 0
+    values = {_column(f) for f in value_schema.get("fields") or []}
+    return len(keys) - 1 if all(_column(f) in values for f in keys[:-1]) else 0
 
 
-def _is_session_struct(field: dict) -> bool:
-    kind = field.get("type")
-    if not isinstance(kind, dict) or kind.get("type") != "struct":
-        return False
-    inner = [(f.get("name"), f.get("type")) for f in kind.get("fields") or []]
-    return [n for n, _ in inner] == ["start", "end"] and all(t in ("timestamp", "timestamp_ntz") for _, t in inner)
+def _column(field: dict) -> tuple[str, str]:
+    return str(field.get("name")), json.dumps(field.get("type"), sort_keys=True)
+
+
+def _is_session_start(field: dict) -> bool:
+    return field.get("name") == SESSION_START and field.get("type") in ("timestamp", "timestamp_ntz")
