@@ -15,7 +15,7 @@ from spark_harness import AggregationCase
 
 import sparkstate
 from sparkstate.checkpoint.spark_logs import PROVIDER_CLASS_CONF, SparkLogs
-from sparkstate.spark_lines import UnsupportedSparkLineError, spark_line
+from sparkstate.spark_lines import spark_line
 from sparkstate.storage import fileio_for
 
 # slow: the CI suite covers the newest line's migrations and tools in test_migrate.py and the CLI tests;
