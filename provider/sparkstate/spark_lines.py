@@ -1,7 +1,7 @@
-"""The Spark lines sparkstate serves, and refusing a feature on a line that lacks it.
+"""The Spark lines sparkstate serves.
 
 The package ships one shim jar per line (Spark's state store API differs between them, see
-jvm-shim/src/). A feature a line lacks is refused by name, with the first line that has it.
+jvm-shim/src/).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ SPARK_LINES = ("3.5", "4.0", "4.1", "4.2", "4.3")
 
 
 class UnsupportedSparkLineError(SparkstateError):
-    """A Spark version sparkstate has no shim for, or a feature the running line lacks."""
+    """A Spark version sparkstate has no shim for."""
 
 
 def spark_line(version: str) -> str:
@@ -21,14 +21,3 @@ def spark_line(version: str) -> str:
         raise UnsupportedSparkLineError(
             f"sparkstate supports Spark {', '.join(SPARK_LINES)}, not Spark {version}")
     return line
-
-
-def require(version: str, first_line: str, feature: str) -> None:
-    """Refuses `feature` on a Spark older than `first_line`, naming both."""
-    if _key(spark_line(version)) < _key(first_line):
-        raise UnsupportedSparkLineError(f"{feature} needs Spark {first_line} or later; this Spark is {version}")
-
-
-def _key(line: str) -> tuple[int, int]:
-    major, minor = line.split(".")
-    return int(major), int(minor)

@@ -15,7 +15,7 @@ from spark_harness import AggregationCase
 
 import sparkstate
 from sparkstate.checkpoint.spark_logs import PROVIDER_CLASS_CONF, SparkLogs
-from sparkstate.spark_lines import UnsupportedSparkLineError, spark_line
+from sparkstate.spark_lines import spark_line
 from sparkstate.storage import fileio_for
 
 # slow: the CI suite covers the newest line's migrations and tools in test_migrate.py and the CLI tests;
@@ -44,11 +44,6 @@ def test_migrate_between_sparkstate_and_the_lines_providers(spark, tmp_path, sou
     case = AggregationCase(spark, tmp_path, seed=83, n_files=4)
     case.source.add_all(case.files[:2])
     _run_on(case, source)
-    if LINE == "3.5":
-        with pytest.raises(UnsupportedSparkLineError, match=r"sparkstate migrate needs Spark 4\.0 or later"):
-            sparkstate.migrate(spark, case.checkpoint, target)
-        assert _pinned(case.checkpoint) == PROVIDERS[source]
-        return
     if target == "rocksdb" and not INTO_SPARK_ROCKSDB:
         with pytest.raises(Exception, match=r"loadEmpty.*4\.2"):
             sparkstate.migrate(spark, case.checkpoint, target)

@@ -33,7 +33,6 @@ from ..rewrite.lock import RewriteLock
 from ..rewrite.session import session_conf, session_s3a, session_sparkstate_conf
 from ..rewrite.stopped_query import normalize_checkpoint, refuse_if_running
 from ..rewrite.tool import MIGRATION
-from ..spark_lines import require as require_spark
 from ..storage import FileIO, fileio_for, join_path
 from .plan import MigrationPlan, OurStores, build_plan, plan_for_job
 
@@ -67,8 +66,6 @@ def migrate(spark: Any, checkpoint: str, to: str, *, backend: str | None = None,
     """Move the state of the stopped query at `checkpoint` to provider `to` ("sparkstate", "hdfs",
     "rocksdb"; `backend` for sparkstate's). See the module doc."""
     t0 = time.perf_counter()
-    # The copy job drives Spark 4's provider API (tools.StateCopy); Spark 3.5's jar has no such job.
-    require_spark(spark.version, "4.0", "sparkstate migrate")
     checkpoint = normalize_checkpoint(checkpoint)
     fio = fileio_for(checkpoint)
     refuse_if_running(spark, checkpoint, MIGRATION)

@@ -37,7 +37,16 @@ public final class PythonStateStoreProvider implements StateStoreProvider {
 
   @Override
   public StateStore getStore(long version) {
-    return new PythonStateStore(core.open(version, "", false, false));
+    return getStore(version, false);
+  }
+
+  /**
+   * The write store at {@code version}; {@code loadEmpty} starts it empty whatever the checkpoint holds.
+   * Spark 3.5's API has no such call (Spark 4.2's {@code getStore} takes {@code loadEmpty}): {@code sparkstate
+   * migrate}'s copy job calls it (tools.ProviderCalls) to fill a store with another provider's rows.
+   */
+  public StateStore getStore(long version, boolean loadEmpty) {
+    return new PythonStateStore(core.open(version, "", loadEmpty, false));
   }
 
   @Override

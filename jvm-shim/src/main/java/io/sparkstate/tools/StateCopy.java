@@ -9,7 +9,6 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.UUID;
 import java.util.zip.CRC32;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
@@ -21,39 +20,37 @@ import org.apache.spark.io.CompressionCodec$;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
-import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
-import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
-import org.apache.spark.sql.execution.streaming.state.PrefixKeyScanStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStoreConf;
 import org.apache.spark.sql.execution.streaming.state.StateStoreId;
-import org.apache.spark.sql.execution.streaming.state.StateStoreIterator;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProvider;
-import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
-import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
-import scala.Option;
 
 /**
  * Copies every store of a stopped query from one state store provider to another through Spark's own
  * provider API: a Spark job with one task per state partition; each task opens the source provider's
- * version read-only, puts every pair into the target provider's store started empty at the base version
- * ({@code loadEmpty}), commits (the target's base version + 1), then reads that version back through the
- * target provider and compares key count and checksum with the source. Nothing here knows a file format
- * except one: Spark's HDFS provider cannot start empty at a version, so it is given the empty snapshot
- * file of the base version it would have written itself.
+ * version read-only, puts every pair into the target provider's store started empty at the base version,
+ * commits (the target's base version + 1), then reads that version back through the target provider and
+ * compares key count and checksum with the source. Nothing here knows a file format except one: Spark's
+ * HDFS provider cannot start empty at a version, so it is given the empty snapshot file of the base version
+ * it would have written itself.
+ *
+ * <p>One class for every Spark line: the provider calls whose signatures differ between lines (opening a
+ * provider, read and write stores, scans, puts, ending a store, checkpoint ids) go through {@link
+ * ProviderCalls}, of which each line's source folder has its own.
  *
  * <p>Driven by {@code sparkstate migrate} (Python), which plans the copy and switches the checkpoint's
  * metadata once every store verified. The plan (JSON): stateRoot, sourceClass, targetClass,
  * sourceVersion, targetBaseVersion, partitions, conf (the SQL conf both sides run with), sourceConf and
  * targetConf (overrides per side), hadoopConf, stores [{operatorId, storeName, keySchema, valueSchema,
  * numColsPrefixKey, singlePartition, sourceIds}], checkpointIds. Under checkpoint format v2
- * ({@code checkpointIds}) the source is read at the attempt {@code sourceIds[partition]} names, and the
- * target's commit reports its attempt id. The result: one JSON object per store and partition with rows,
- * checksums, the target's committed version and, under format v2, its {@code checkpointId}.
+ * ({@code checkpointIds}, Spark 4 only) the source is read at the attempt {@code sourceIds[partition]}
+ * names, and the target's commit reports its attempt id. The result: one JSON object per store and
+ * partition with rows, checksums, the target's committed version and, under format v2, its
+ * {@code checkpointId}.
  */
 public final class StateCopy {
   static final String HDFS_PROVIDER =
@@ -107,55 +104,45 @@ public final class StateCopy {
     StructType keySchema = (StructType) DataType.fromJson(store.get("keySchema").asText());
     StructType valueSchema = (StructType) DataType.fromJson(store.get("valueSchema").asText());
     int prefixColumns = store.path("numColsPrefixKey").asInt(0);
-    KeyStateEncoderSpec encoder = prefixColumns > 0
-        ? new PrefixKeyScanStateEncoderSpec(keySchema, prefixColumns)
-        : new NoPrefixKeyStateEncoderSpec(keySchema);
     StateStoreId id = new StateStoreId(stateRoot, operatorId, partition, storeName);
     long sourceVersion = plan.get("sourceVersion").asLong();
     long base = plan.get("targetBaseVersion").asLong();
     boolean checkpointIds = plan.path("checkpointIds").asBoolean(false);
     JsonNode sourceIds = store.path("sourceIds");
-    Option<String> sourceId = partition < sourceIds.size() ? Option.apply(sourceIds.get(partition).asText())
-        : Option.empty();
-    if (checkpointIds && sourceId.isEmpty()) {
+    String sourceId = partition < sourceIds.size() ? sourceIds.get(partition).asText() : null;
+    if (checkpointIds && sourceId == null) {
       throw new IOException("operator " + operatorId + " store " + storeName + " partition " + partition
           + ": the plan names no recorded attempt of version " + sourceVersion + " (checkpoint format v2)");
     }
-    Option<String> targetId = Option.empty();
+    String targetId = null;
     String targetClass = plan.get("targetClass").asText();
-    String cf = StateStore.DEFAULT_COL_FAMILY_NAME();
     Checksum source = new Checksum(keySchema, valueSchema);
     Checksum target = new Checksum(keySchema, valueSchema);
     String where = "operator " + operatorId + " store " + storeName + " partition " + partition;
 
-    StateStoreProvider from = open(id, keySchema, valueSchema, encoder,
+    StateStoreProvider from = ProviderCalls.open(id, keySchema, valueSchema, prefixColumns,
         storeConf(plan, "sourceConf", plan.get("sourceClass").asText()), hadoop);
-    StateStoreProvider to = open(id, keySchema, valueSchema, encoder,
+    StateStoreProvider to = ProviderCalls.open(id, keySchema, valueSchema, prefixColumns,
         storeConf(plan, "targetConf", targetClass), hadoop);
     long committed;
     try {
-      ReadStateStore reader = from.getReadStore(sourceVersion, sourceId);
+      ReadStateStore reader = ProviderCalls.readStore(from, sourceVersion, sourceId);
       StateStore writer = null;
       try {
         if (HDFS_PROVIDER.equals(targetClass)) {
           writeEmptyHdfsSnapshot(id, base, storeConf(plan, "targetConf", targetClass), hadoop);
-          writer = ProviderCalls.getStore(to, base, false);
+          writer = ProviderCalls.writeStore(to, base, false);
         } else {
-          writer = ProviderCalls.getStore(to, base, true);
+          writer = ProviderCalls.writeStore(to, base, true);
         }
-        StateStoreIterator<UnsafeRowPair> rows = reader.iterator(cf);
-        try {
-          while (rows.hasNext()) {
-            UnsafeRowPair pair = rows.next();
-            source.add(pair.key(), pair.value());
-            writer.put(pair.key().copy(), pair.value().copy(), cf);
-          }
-        } finally {
-          rows.close();
-        }
+        StateStore into = writer;
+        ProviderCalls.forEachRow(reader, (key, value) -> {
+          source.add(key, value);
+          ProviderCalls.put(into, key.copy(), value.copy());
+        });
         committed = writer.commit();
         if (checkpointIds) { // format v2: the attempt the migration batch's commit log entry records
-          targetId = writer.getStateStoreCheckpointInfo().stateStoreCkptId();
+          targetId = ProviderCalls.committedCheckpointId(writer);
         }
         writer = null;
       } catch (RuntimeException | IOException e) {
@@ -166,17 +153,9 @@ public final class StateCopy {
       } finally {
         ProviderCalls.release(reader);
       }
-      ReadStateStore check = to.getReadStore(committed, targetId);
+      ReadStateStore check = ProviderCalls.readStore(to, committed, targetId);
       try {
-        StateStoreIterator<UnsafeRowPair> rows = check.iterator(cf);
-        try {
-          while (rows.hasNext()) {
-            UnsafeRowPair pair = rows.next();
-            target.add(pair.key(), pair.value());
-          }
-        } finally {
-          rows.close();
-        }
+        ProviderCalls.forEachRow(check, target::add);
       } finally {
         ProviderCalls.release(check);
       }
@@ -189,8 +168,8 @@ public final class StateCopy {
     result.put("storeName", storeName);
     result.put("partition", partition);
     result.put("version", committed);
-    if (targetId.isDefined()) {
-      result.put("checkpointId", targetId.get());
+    if (targetId != null) {
+      result.put("checkpointId", targetId);
     }
     result.put("sourceRows", source.rows);
     result.put("sourceChecksum", Long.toHexString(source.sum) + "-" + Long.toHexString(source.xor));
@@ -198,12 +177,6 @@ public final class StateCopy {
     result.put("targetChecksum", Long.toHexString(target.sum) + "-" + Long.toHexString(target.xor));
     result.put("bytes", source.bytes);
     return result;
-  }
-
-  private static StateStoreProvider open(StateStoreId id, StructType keySchema, StructType valueSchema,
-      KeyStateEncoderSpec encoder, StateStoreConf conf, Configuration hadoop) {
-    return StateStoreProvider.createAndInit(new StateStoreProviderId(id, UUID.randomUUID()), keySchema,
-        valueSchema, encoder, false, conf, hadoop, false, Option.empty());
   }
 
   private static StateStoreConf storeConf(JsonNode plan, String side, String providerClass) {
