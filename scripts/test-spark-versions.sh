@@ -51,7 +51,7 @@ tests_of() {
     operators) echo "tests/spark/test_operators.py" ;;
     faults) echo "tests/spark/test_worker_faults.py tests/spark/test_reexecuted_batch.py tests/spark/test_failures.py" ;;
     rescale) echo "tests/spark/test_spark_lines.py tests/spark/test_rescale.py -k rescale_on_the_line or aggregation_4_to_7 or join_3_to_12 or session_window or interrupted_while_publishing" ;;
-    migrate) echo "tests/spark/test_spark_lines.py -k migrate" ;;
+    migrate) echo "tests/spark/test_spark_lines.py tests/spark/test_migrate.py -k migrate_between or session_window or stream_stream_join or drop_duplicates or apply_in_pandas or streaming_limit" ;;
     tools) echo "tests/spark/test_spark_lines.py -k not migrate and not rescale" ;;
   esac
 }
