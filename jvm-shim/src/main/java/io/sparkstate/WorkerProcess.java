@@ -44,6 +44,8 @@ final class WorkerProcess extends Worker {
   private final Process process;
   /** Set before the watchdog's SIGKILL, so that kill is not read as the out-of-memory killer's. */
   private volatile boolean killedAsHung;
+  /** The kernel's OOM-kill counts when the worker started, to tell a memory kill from another SIGKILL. */
+  private final OomCounters oomAtStart;
   private final GatewayServer gateway;
   private final WorkerDir workerDir;
   private final Path dir;
@@ -59,7 +61,8 @@ final class WorkerProcess extends Worker {
   private volatile String deathStderrTail;
 
   private WorkerProcess(String id, ShimSettings settings, Process process, GatewayServer gateway,
-      WorkerDir workerDir, WorkerStderr stderr, WorkerHandshake.Registration reg, MappedByteBuffer heartbeat) {
+      WorkerDir workerDir, WorkerStderr stderr, WorkerHandshake.Registration reg, MappedByteBuffer heartbeat,
+      OomCounters oomAtStart) {
     super(id, settings.pythonExec, settings.transport);
     this.process = process;
     this.gateway = gateway;
@@ -73,6 +76,7 @@ final class WorkerProcess extends Worker {
     this.liveness = new Liveness(settings.heartbeatTimeoutMs, settings.stallTimeoutMs, System.nanoTime());
     this.shmDir = settings.shmDir;
     this.stallTimeoutMs = settings.stallTimeoutMs;
+    this.oomAtStart = oomAtStart;
   }
 
   static WorkerProcess start(String id, ShimSettings settings) {
@@ -97,6 +101,7 @@ final class WorkerProcess extends Worker {
     WorkerHandshake handshake = new WorkerHandshake(id);
     GatewayServer gateway = startGateway(handshake, token);
     Process process = null;
+    OomCounters oomAtStart = OomCounters.read();
     try {
       ProcessBuilder pb = new ProcessBuilder(python, "-m", "sparkstate.worker");
       pb.environment().put("SPARKSTATE_GATEWAY_PORT", Integer.toString(gateway.getListeningPort()));
@@ -115,7 +120,8 @@ final class WorkerProcess extends Worker {
       }
       WorkerHandshake.Registration reg = awaitRegistration(handshake, process, python, stderr,
           settings.workerStartTimeoutMs);
-      WorkerProcess worker = new WorkerProcess(id, settings, process, gateway, workerDir, stderr, reg, heartbeat);
+      WorkerProcess worker = new WorkerProcess(id, settings, process, gateway, workerDir, stderr, reg, heartbeat,
+          oomAtStart);
       process.onExit().thenRun(() -> worker.markDead("process exited with "
           + ExitStatus.describe(worker.process.exitValue())));
       worker.logHello();
@@ -365,7 +371,8 @@ final class WorkerProcess extends Worker {
       markDead("cannot " + action + ": " + cause);
     }
     String tail = deathStderrTail != null ? deathStderrTail : stderr.exceptionTail();
-    String advice = process.isAlive() || killedAsHung ? "" : ExitStatus.advice(process.exitValue());
+    String advice = process.isAlive() || killedAsHung ? "" : ExitStatus.advice(process.exitValue(), oomAtStart,
+        OomCounters.read());
     return new WorkerFailedException("sparkstate worker " + id + " (pid " + pid + ", interpreter '" + pythonExec
         + "', exit code " + exitCodeText() + ") failed: cannot " + action + " (" + deathReason + ")"
         + (cause != null ? ": " + cause.getMessage() : "") + ". " + (advice.isEmpty() ? "" : advice + " ")
