@@ -59,7 +59,8 @@ def measure(backend: str, key_counts: list[int], workdir: str) -> None:
             query.awaitTermination()
             op = query.lastProgress["stateOperators"][0]
             rss = op["customMetrics"]["sparkstateWorkerRssBytes"]
-            print(f"{backend:8} keys={keys:>9}  worker RSS {rss / 2**20:7.1f} MiB  peak {max(_worker_peaks(spark)) / 2**20:7.1f} MiB"
+            peak = max(_worker_peaks(spark))
+            print(f"{backend:8} keys={keys:>9}  worker RSS {rss / 2**20:7.1f} MiB  peak {peak / 2**20:7.1f} MiB"
                   f"  state memoryUsedBytes {op['memoryUsedBytes'] / 2**20:7.1f} MiB  rows {op['numRowsTotal']}",
                   flush=True)
     finally:

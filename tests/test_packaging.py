@@ -71,8 +71,9 @@ def test_the_wheel_holds_the_jar_and_installs_without_a_jdk(tmp_path):
                     str(wheel)], check=True, env={**no_jdk, "PATH": ""}, timeout=300)
     installed = target / "sparkstate" / "jars" / "sparkstate-spark-4.3.jar"
     assert installed.read_bytes() == jar
-    probe = subprocess.run([sys.executable, "-c", "import sparkstate; print(sparkstate.__file__); "
-                            "print(sparkstate.jar_path('4.3.0')); print(sparkstate.build_id())"],
+    code = ("import sparkstate; print(sparkstate.__file__); print(sparkstate.jar_path('4.3.0')); "
+            "print(sparkstate.build_id())")
+    probe = subprocess.run([sys.executable, "-c", code],
                            env={**no_jdk, "PATH": "", "PYTHONPATH": str(target)}, capture_output=True, text=True,
                            check=True, timeout=120)
     module, jar_path, build_id = probe.stdout.split()

@@ -60,7 +60,8 @@ def test_the_commands_refuse_a_connect_session(tmp_path, monkeypatch, capsys, co
 def test_the_file_only_chores_take_no_session():
     import inspect
 
-    from sparkstate.cli import gc, inspect as inspect_cli, verify
+    from sparkstate.cli import gc, verify
+    from sparkstate.cli import inspect as inspect_cli
 
     for module in (gc, inspect_cli, verify):
         assert "start_spark" not in inspect.getsource(module) and "SparkSession" not in inspect.getsource(module)

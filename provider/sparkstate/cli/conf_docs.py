@@ -59,11 +59,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --archive: the backend the overhead is sized for (default rocksdb)")
     p.add_argument("--state-in-memory", default="0m", metavar="SIZE",
                    help="with --archive: state each executor's workers hold in memory beyond the block "
-                        "cache, added to the overhead (heap backend: about 300 bytes per entry of a 16-byte "
-                        "key and a 24-byte value at peak; rocksdb: a batch's writes per store)")
+                        "cache, added to the overhead (heap backend: about 300 bytes per entry of a 16-character "
+                        "string key, a count and a sum, at peak; rocksdb: a batch's writes per store)")
     p.add_argument("--spark-version", metavar="VERSION",
-                   help="with --spark-defaults or --archive: the Spark the jobs run on, e.g. 3.5.9 (default: the installed "
-                        "pyspark's), whose line's jar the file names")
+                   help="with --spark-defaults or --archive: the Spark the jobs run on, e.g. 3.5.9 (default: "
+                        "the installed pyspark's), whose line's jar the file names")
 
 
 def run(args: argparse.Namespace, out: Output) -> int:

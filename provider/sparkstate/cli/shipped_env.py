@@ -100,6 +100,7 @@ spark.executor.memory                                   {shape.memory_mib}m
 # Memory beside the JVM heap, where the container counts the store workers (spark.executor.pyspark.memory
 # is PySpark's own workers' budget and does not cover them), for executors of {shape.cores} core(s) and
 # spark.executor.memory={shape.memory_mib}m, backend {shape.backend}, {shape.state_mib} MiB of state in memory:
-#   max(384, 10% of {shape.memory_mib}) + {shape.workers} workers x ({WORKER_BASE_MIB} (worker){cache}) + {shape.state_mib} (state)
+#   max(384, 10% of {shape.memory_mib}) + {shape.workers} workers x ({WORKER_BASE_MIB} (worker){cache})
+#   + {shape.state_mib} (state)
 spark.executor.memoryOverhead                           {overhead}m
 """

@@ -21,7 +21,8 @@ from ..checkpoint.file_manager import check_checkpoint_id
 from .change_file import write_change_file
 from .dispatcher import Session
 from .registry import StoreRegistry
-from .resident_memory import METRIC as RSS_METRIC, process_rss_bytes, store_share
+from .resident_memory import METRIC as RSS_METRIC
+from .resident_memory import process_rss_bytes, store_share
 
 
 def _reported(method: Callable[..., Any]) -> Callable[..., Any]:

@@ -44,7 +44,8 @@ final class ExitStatusTest {
       java.nio.file.Path procV2 = java.nio.file.Files.writeString(dir.resolve("cgroup-v2"), "0::/kubepods/pod1\n");
       equal(2L, OomCounters.containerCount(procV2, dir), "cgroup v2 memory.events");
       java.nio.file.Path v1 = java.nio.file.Files.createDirectories(dir.resolve("memory/yarn/container_1"));
-      java.nio.file.Files.writeString(v1.resolve("memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 7\n");
+      java.nio.file.Files.writeString(v1.resolve("memory.oom_control"),
+          "oom_kill_disable 0\nunder_oom 0\noom_kill 7\n");
       java.nio.file.Path procV1 = java.nio.file.Files.writeString(dir.resolve("cgroup-v1"),
           "5:cpu,cpuacct:/yarn/container_1\n4:memory:/yarn/container_1\n0::/\n");
       equal(7L, OomCounters.containerCount(procV1, dir), "cgroup v1 memory.oom_control");
