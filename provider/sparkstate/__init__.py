@@ -73,10 +73,13 @@ def configure(builder: Any, **settings: Any) -> Any:
 def rescale(spark: Any, checkpoint: str, num_partitions: int, **options: Any) -> Any:
     """Change the number of state partitions of a stopped sparkstate query (key-group rescaling).
 
-    Runs one Spark job on `spark` and returns a `sparkstate.rescaling.RescaleSummary`; a plain restart of
-    the unchanged query then runs with `num_partitions` partitions. See `sparkstate.rescaling`.
+    Runs one Spark job on `spark` (a classic session: a Spark Connect one is refused) and returns a
+    `sparkstate.rescaling.RescaleSummary`; a plain restart of the unchanged query then runs with
+    `num_partitions` partitions. See `sparkstate.rescaling`.
     """
     from .rescaling import rescale as _rescale
+    from .rewrite.session import require_classic_session
+    require_classic_session(spark, "sparkstate.rescale")
     return _rescale(spark, checkpoint, num_partitions, **options)
 
 
@@ -84,13 +87,15 @@ def migrate(spark: Any, checkpoint: str, to: str = "sparkstate", **options: Any)
     """Move the state of a stopped query to another state store provider: `to` is "sparkstate" (with
     `backend="rocksdb"` or `"heap"`), "hdfs" or "rocksdb" (Spark's providers).
 
-    Runs one Spark job on `spark` (whose session must have the sparkstate jar: `sparkstate.configure`) and
+    Runs one Spark job on `spark` (a classic session with the sparkstate jar: `sparkstate.configure`) and
     returns a `sparkstate.migration.MigrationSummary`; a plain restart of the unchanged query, with the new
     provider in its conf, continues from the migrated state. With `partitions=N` the state is also rescaled
     to N partitions (a second job) and a `MigrateAndRescaleSummary` is returned. See `sparkstate.migration`.
     """
     from .migration import migrate as _migrate
     from .migration import migrate_and_rescale
+    from .rewrite.session import require_classic_session
+    require_classic_session(spark, "sparkstate.migrate")
     partitions = options.pop("partitions", None)
     if partitions is not None:
         return migrate_and_rescale(spark, checkpoint, to, partitions, **options)

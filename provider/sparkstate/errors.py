@@ -84,6 +84,11 @@ class AlreadyMigratedError(MigrationError, AlreadyDoneError):
     """The query already runs on the provider (and partition count) a migration asks for."""
 
 
+class ClassicSessionRequired(SparkstateError):
+    """A tool that runs a Spark job of its own (rescale, migrate) was given a Spark Connect session: its
+    tasks open the stores through the executors' JVMs, which a Connect client cannot reach."""
+
+
 class LocalDiskError(StorageError):
     """A local file system refused a write (full, read-only, no permission); names the path."""
 

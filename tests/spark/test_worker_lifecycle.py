@@ -65,3 +65,41 @@ def test_workers_exit_when_their_jvm_is_killed(tmp_path):
     finally:
         driver.kill()
         driver.wait()
+
+
+def _start_driver(workdir, env: dict) -> tuple[subprocess.Popen, int]:
+    """A driver process that ran one batch and now idles with its workers live; returns it and its JVM's pid."""
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(workdir)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **env})
+    for line in driver.stdout:
+        if line.startswith("JVM "):
+            return driver, int(line.split()[1])
+    driver.kill()
+    driver.wait()
+    raise AssertionError("the driver did not start a query")
+
+
+def test_a_killed_jvms_worker_directories_are_removed_by_the_next_worker_start(tmp_path):
+    local = tmp_path / "local"  # the application's scratch space, as a cluster manager gives it
+    local.mkdir()
+    root = local / f"sparkstate-w-{os.getuid()}"
+    env = {"SPARK_LOCAL_DIRS": str(local)}
+    first, jvm = _start_driver(tmp_path / "first", env)
+    try:
+        left = sorted(os.listdir(root))
+        assert left, f"no worker directory under the scratch space {local}"
+        assert {"owner.lock", "stderr.log", "heartbeat"} <= set(os.listdir(root / left[0]))
+        os.kill(jvm, signal.SIGKILL)
+    finally:
+        first.kill()
+        first.wait()
+    assert sorted(os.listdir(root)) == left, "a JVM killed with SIGKILL cannot remove its workers' directories"
+
+    second, _ = _start_driver(tmp_path / "second", env)
+    try:
+        live = sorted(os.listdir(root))
+        assert live, "the second driver's live workers have their directories"
+        assert not set(live) & set(left), f"the killed JVM's directories {left} are still there: {live}"
+    finally:
+        second.kill()
+        second.wait()

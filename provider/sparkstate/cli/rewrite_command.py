@@ -62,6 +62,8 @@ def run_rewrite(command: str, args: argparse.Namespace, out: Output, wrong_argum
         return EXIT_PROBLEM
     spark, extra = start_spark(f"sparkstate-{command}", args.master, args.conf, with_sparkstate)
     try:
+        from ..rewrite.session import require_classic_session
+        require_classic_session(spark, command)  # SPARK_REMOTE or --conf spark.remote=... give a Connect one
         with out.progress(command, None) as bar:
             summary = job(args, spark, extra, bar)
     except AlreadyDoneError as e:

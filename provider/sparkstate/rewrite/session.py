@@ -9,6 +9,22 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..config import PREFIX
+from ..errors import ClassicSessionRequired
+
+
+def require_classic_session(spark: Any, command: str) -> None:
+    """Refuse a Spark Connect session (`pyspark.sql.connect.session.SparkSession`) at once, before anything is
+    read: `command` runs a Spark job whose tasks reach the stores through the executors' JVMs."""
+    connect = next((c for c in type(spark).__mro__ if c.__module__.startswith("pyspark.sql.connect")), None)
+    if connect is None:
+        return
+    raise ClassicSessionRequired(
+        f"{command} needs a classic SparkSession (pyspark.sql.SparkSession) and was given a Spark Connect "
+        f"session ({connect.__module__}.{connect.__qualname__}): it runs a Spark job of its own that opens the "
+        f"stores on the executors, which a Connect client cannot do. Run it with a classic session against "
+        f"the same cluster: `sparkstate {command.removeprefix('sparkstate.')} --master <the cluster's master> "
+        f"...`, or a script started with spark-submit or `pyspark --master ...` (without SPARK_REMOTE / "
+        f"--remote) that calls {command}.")
 
 
 def session_sparkstate_conf(spark: Any) -> dict[str, str]:

@@ -21,6 +21,8 @@ from ..checkpoint.file_manager import check_checkpoint_id
 from .change_file import write_change_file
 from .dispatcher import Session
 from .registry import StoreRegistry
+from .resident_memory import METRIC as RSS_METRIC
+from .resident_memory import process_rss_bytes, store_share
 
 
 def _reported(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -43,18 +45,23 @@ def _checkpoint_id(value: str | None) -> str | None:
     return check_checkpoint_id(str(value)) if value else None
 
 
-def _metrics_doc(store: Any) -> dict[str, Any]:
-    m = store.metrics()
-    return {"numKeys": m.num_keys, "memoryUsedBytes": m.memory_used_bytes, "custom": m.custom}
-
-
 class WorkerControl:
-    def __init__(self, registry: StoreRegistry, on_shutdown: Callable[[], None]):
+    def __init__(self, registry: StoreRegistry, on_shutdown: Callable[[], None], own_process: bool = True):
+        """`own_process`: the stores have this process to themselves (a worker process), so its resident
+        memory is theirs to report; false for the embedded worker, which lives in the executor JVM."""
         self._registry = registry
         self._on_shutdown = on_shutdown
+        self._own_process = own_process
         # transport=py4j: frames arrive one call at a time from the leasing task, in order.
         self._py4j_session = Session(registry.get)
         self._py4j_lock = threading.Lock()
+
+    def _metrics_doc(self, store: Any) -> dict[str, Any]:
+        m = store.metrics()
+        custom = dict(m.custom)
+        rss = process_rss_bytes() if self._own_process else 0
+        custom[RSS_METRIC] = store_share(rss, self._registry.store_count())
+        return {"numKeys": m.num_keys, "memoryUsedBytes": m.memory_used_bytes, "custom": custom}
 
     @_reported
     def hello(self) -> str:
@@ -99,7 +106,7 @@ class WorkerControl:
         store = self._registry.get(handle)
         result = store.commit()
         return json.dumps({"version": result.version, "checkpointId": result.checkpoint_id,
-                           "baseCheckpointId": result.base_checkpoint_id, "metrics": _metrics_doc(store)})
+                           "baseCheckpointId": result.base_checkpoint_id, "metrics": self._metrics_doc(store)})
 
     @_reported
     def abort(self, handle: int) -> None:
@@ -107,7 +114,7 @@ class WorkerControl:
 
     @_reported
     def metrics(self, handle: int) -> str:
-        return json.dumps(_metrics_doc(self._registry.get(handle)))
+        return json.dumps(self._metrics_doc(self._registry.get(handle)))
 
     @_reported
     def maintenance(self, handle: int, kind: str) -> None:

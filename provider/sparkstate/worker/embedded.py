@@ -92,7 +92,7 @@ def start_worker(worker_id: str) -> str:
     if sys.getswitchinterval() > GIL_SWITCH_INTERVAL_S:
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     registry = StoreRegistry(table=_table)
-    control = WorkerControl(registry, on_shutdown=lambda: None)
+    control = WorkerControl(registry, on_shutdown=lambda: None, own_process=False)
     with _lock:
         if worker_id in _workers:
             raise ValueError(f"embedded worker {worker_id} is already running")

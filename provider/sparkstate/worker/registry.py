@@ -45,6 +45,10 @@ class StoreRegistry:
             raise UnknownHandleError(f"store handle {handle} is not open in this worker (pid-local handles)")
         return store
 
+    def store_count(self) -> int:
+        """Stores open in this interpreter (every registry sharing the table)."""
+        return len(self._stores)
+
     def pop(self, handle: int) -> Store | None:
         with self._table.lock:
             self._owned.discard(handle)

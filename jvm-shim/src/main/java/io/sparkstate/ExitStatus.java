@@ -3,8 +3,9 @@ package io.sparkstate;
 /**
  * What a worker process's exit code says, for the message of the task it failed. Java reports a death by
  * signal N as exit code 128 + N. A SIGKILL that sparkstate did not send (its own kills of a hung worker
- * are reported as such before the process ends) is, on a machine or container with a memory limit, the
- * kernel's out-of-memory killer: the message says so and what to change.
+ * are reported as such before the process ends) is most often the kernel's out-of-memory killer, for the
+ * machine or a container's memory limit: the message says what the kernel's counts tell
+ * ({@link OomCounters}) and what to change.
  */
 final class ExitStatus {
   private ExitStatus() {}
@@ -35,14 +36,18 @@ final class ExitStatus {
         + (SIGNALS[signal] != null ? ", " + SIGNALS[signal] : "") + ")";
   }
 
-  /** What to do about a worker that ended with {@code exitCode}: a sentence, or "" when the code says nothing. */
-  static String advice(int exitCode) {
+  /**
+   * What to do about a worker that ended with {@code exitCode}, given the kernel's OOM-kill counts at its
+   * start and now: sentences, or "" when the code says nothing.
+   */
+  static String advice(int exitCode, OomCounters atStart, OomCounters now) {
     if (exitCode != 128 + 9) {
       return "";
     }
-    return "sparkstate sends SIGKILL only to a worker it reports as hung, so this one most likely came from the "
-        + "kernel's out-of-memory killer (`dmesg` or the container's events show it). The worker's memory counts "
-        + "in the executor's container: give it room (spark.executor.memoryOverhead on YARN and Kubernetes), or "
-        + "hold less state per worker (more state partitions; the rocksdb backend keeps its state on disk).";
+    return "The worker was killed (SIGKILL). " + atStart.verdict(now) + " Its memory counts in the executor's "
+        + "container, not in the JVM heap: give it room with spark.executor.memoryOverhead (YARN, Kubernetes; "
+        + "spark.executor.pyspark.memory is PySpark's own workers' budget and does not cover sparkstate's store "
+        + "workers), or hold less state per worker (more state partitions; the rocksdb backend keeps its state "
+        + "on disk).";
   }
 }

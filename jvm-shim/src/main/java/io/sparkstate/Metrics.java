@@ -30,6 +30,8 @@ final class Metrics {
       new StateStoreCustomSumMetric("sparkstateFilesReused", "sparkstate: checkpoint files reused from earlier versions"),
       SparkApi.sizeMetric("sparkstateBytesUploaded", "sparkstate: bytes uploaded to the checkpoint"),
       SparkApi.sizeMetric("sparkstateCheckpointBytes", "sparkstate: size of the committed version"),
+      SparkApi.sizeMetric("sparkstateWorkerRssBytes",
+          "sparkstate: resident memory of the store worker processes (each store's share of its worker's)"),
       new StateStoreCustomSumMetric(FILTERED_GETS,
           "sparkstate: gets and prefix scans of absent keys answered by the shim's key filter, without the worker"),
       new StateStoreCustomSumMetric(READ_AHEAD_GETS,

@@ -15,7 +15,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardOpenOption;
-import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
 import java.util.HexFormat;
 import java.util.concurrent.ExecutionException;
@@ -40,14 +39,15 @@ import py4j.GatewayServer;
  */
 final class WorkerProcess extends Worker {
   private static final Logger LOG = LoggerFactory.getLogger(WorkerProcess.class);
-  /** Unix socket paths are limited to 108 bytes; leave room for "/data.sock". */
-  private static final int MAX_SOCKET_DIR_CHARS = 90;
   private static final int HEARTBEAT_BYTES = 64;
 
   private final Process process;
   /** Set before the watchdog's SIGKILL, so that kill is not read as the out-of-memory killer's. */
   private volatile boolean killedAsHung;
+  /** The kernel's OOM-kill counts when the worker started, to tell a memory kill from another SIGKILL. */
+  private final OomCounters oomAtStart;
   private final GatewayServer gateway;
+  private final WorkerDir workerDir;
   private final Path dir;
   private final WorkerStderr stderr;
   private final WorkerControl control;
@@ -60,12 +60,14 @@ final class WorkerProcess extends Worker {
   /** The stderr tail taken when the worker died (its private directory is deleted right after). */
   private volatile String deathStderrTail;
 
-  private WorkerProcess(String id, ShimSettings settings, Process process, GatewayServer gateway, Path dir,
-      WorkerStderr stderr, WorkerHandshake.Registration reg, MappedByteBuffer heartbeat) {
+  private WorkerProcess(String id, ShimSettings settings, Process process, GatewayServer gateway,
+      WorkerDir workerDir, WorkerStderr stderr, WorkerHandshake.Registration reg, MappedByteBuffer heartbeat,
+      OomCounters oomAtStart) {
     super(id, settings.pythonExec, settings.transport);
     this.process = process;
     this.gateway = gateway;
-    this.dir = dir;
+    this.workerDir = workerDir;
+    this.dir = workerDir.path();
     this.stderr = stderr;
     this.control = reg.control;
     this.socketPath = reg.socketPath;
@@ -74,21 +76,23 @@ final class WorkerProcess extends Worker {
     this.liveness = new Liveness(settings.heartbeatTimeoutMs, settings.stallTimeoutMs, System.nanoTime());
     this.shmDir = settings.shmDir;
     this.stallTimeoutMs = settings.stallTimeoutMs;
+    this.oomAtStart = oomAtStart;
   }
 
   static WorkerProcess start(String id, ShimSettings settings) {
     String python = settings.pythonExec;
-    Path dir;
+    WorkerDir workerDir;
     try {
-      dir = createPrivateDir();
-    } catch (IOException e) {
+      workerDir = WorkerDir.create();
+    } catch (IOException | RuntimeException e) {
       throw new WorkerFailedException("cannot create a private directory for sparkstate worker " + id + ": " + e, e);
     }
+    Path dir = workerDir.path();
     MappedByteBuffer heartbeat;
     try {
       heartbeat = createHeartbeatFile(dir.resolve("heartbeat"));
     } catch (IOException e) {
-      deletePrivateDir(dir);
+      workerDir.delete();
       throw new WorkerFailedException("cannot create the heartbeat file of sparkstate worker " + id + " in " + dir
           + ": " + e, e);
     }
@@ -97,6 +101,7 @@ final class WorkerProcess extends Worker {
     WorkerHandshake handshake = new WorkerHandshake(id);
     GatewayServer gateway = startGateway(handshake, token);
     Process process = null;
+    OomCounters oomAtStart = OomCounters.read();
     try {
       ProcessBuilder pb = new ProcessBuilder(python, "-m", "sparkstate.worker");
       pb.environment().put("SPARKSTATE_GATEWAY_PORT", Integer.toString(gateway.getListeningPort()));
@@ -115,7 +120,8 @@ final class WorkerProcess extends Worker {
       }
       WorkerHandshake.Registration reg = awaitRegistration(handshake, process, python, stderr,
           settings.workerStartTimeoutMs);
-      WorkerProcess worker = new WorkerProcess(id, settings, process, gateway, dir, stderr, reg, heartbeat);
+      WorkerProcess worker = new WorkerProcess(id, settings, process, gateway, workerDir, stderr, reg, heartbeat,
+          oomAtStart);
       process.onExit().thenRun(() -> worker.markDead("process exited with "
           + ExitStatus.describe(worker.process.exitValue())));
       worker.logHello();
@@ -125,7 +131,7 @@ final class WorkerProcess extends Worker {
         process.destroyForcibly();
       }
       gateway.shutdown();
-      deletePrivateDir(dir); // the exception already holds the stderr tail
+      workerDir.delete(); // the exception already holds the stderr tail
       throw e;
     }
   }
@@ -143,15 +149,6 @@ final class WorkerProcess extends Worker {
       map.order(ByteOrder.LITTLE_ENDIAN);
       return map;
     }
-  }
-
-  private static Path createPrivateDir() throws IOException {
-    Path base = Paths.get(System.getProperty("java.io.tmpdir"));
-    if (base.toAbsolutePath().toString().length() > MAX_SOCKET_DIR_CHARS - 30) {
-      base = Paths.get("/tmp");
-    }
-    return Files.createTempDirectory(base, "sparkstate-worker-",
-        PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
   }
 
   private static String randomToken() {
@@ -374,7 +371,8 @@ final class WorkerProcess extends Worker {
       markDead("cannot " + action + ": " + cause);
     }
     String tail = deathStderrTail != null ? deathStderrTail : stderr.exceptionTail();
-    String advice = process.isAlive() || killedAsHung ? "" : ExitStatus.advice(process.exitValue());
+    String advice = process.isAlive() || killedAsHung ? "" : ExitStatus.advice(process.exitValue(), oomAtStart,
+        OomCounters.read());
     return new WorkerFailedException("sparkstate worker " + id + " (pid " + pid + ", interpreter '" + pythonExec
         + "', exit code " + exitCodeText() + ") failed: cannot " + action + " (" + deathReason + ")"
         + (cause != null ? ": " + cause.getMessage() : "") + ". " + (advice.isEmpty() ? "" : advice + " ")
@@ -397,22 +395,8 @@ final class WorkerProcess extends Worker {
     }
     process.destroy();
     gateway.shutdown();
-    deletePrivateDir(dir);
-  }
-
-  /**
-   * Removes the worker's private directory (socket, stderr log). Called once the worker is gone and any
-   * error about it has already copied the stderr tail into its message, so nothing is lost.
-   */
-  static void deletePrivateDir(Path dir) {
-    if (dir == null) {
-      return;
-    }
-    try (java.util.stream.Stream<Path> paths = Files.walk(dir)) {
-      paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-    } catch (IOException | RuntimeException ignored) {
-      // best effort: a leftover temp directory is harmless
-    }
+    // Once the worker is gone any error about it has copied the stderr tail into its message: nothing is lost.
+    workerDir.delete();
   }
 
   /** Closing stdin is the polite stop: the worker exits on EOF. */
