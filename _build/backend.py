@@ -83,22 +83,28 @@ def _sources(root: str) -> list[str]:
 
 
 def build_jars() -> list[str]:
-    """Compile the shim of every selected Spark line; returns the jars' paths."""
+    """Compile the shim of every selected Spark line; returns the jars' paths. The jars replace those of an
+    earlier build only once every line compiled, so a failed build (no JDK, a compile error) keeps them."""
     os.makedirs(OUT_DIR, exist_ok=True)
-    for stale in glob.glob(os.path.join(OUT_DIR, "*.jar")):
-        os.remove(stale)
     settings = _settings_declarations()
     identity = build_id()
-    jars = [_build_line_jar(line, settings, identity) for line in spark_lines.selected_lines()]
+    with tempfile.TemporaryDirectory(dir=OUT_DIR) as staging:
+        built = [_build_line_jar(line, settings, identity, staging) for line in spark_lines.selected_lines()]
+        for stale in glob.glob(os.path.join(OUT_DIR, "*.jar")):
+            os.remove(stale)
+        jars = []
+        for path in built:
+            jars.append(os.path.join(OUT_DIR, os.path.basename(path)))
+            os.replace(path, jars[-1])
     with open(OUT_BUILD_ID, "w", encoding="utf-8") as f:
         f.write(identity)
     return jars
 
 
-def _build_line_jar(line: "spark_lines.SparkLine", settings: str, identity: str) -> str:
+def _build_line_jar(line: "spark_lines.SparkLine", settings: str, identity: str, out_dir: str) -> str:
     sources = [path for folder in line.sources() for path in _sources(folder)]
     classpath = os.path.join(spark_lines.jars_dir(line), "*")
-    out = os.path.join(OUT_DIR, line.jar_name)
+    out = os.path.join(out_dir, line.jar_name)
     with tempfile.TemporaryDirectory() as classes:
         _compile(sources, classpath, classes)
         resources = os.path.join(classes, "io", "sparkstate")

@@ -13,11 +13,17 @@ def _backend():
     return module
 
 
-def test_missing_jdk_is_a_clear_build_error(monkeypatch, tmp_path):
+def test_missing_jdk_is_a_clear_build_error_that_keeps_the_jars_built_before(monkeypatch, tmp_path):
     backend = _backend()
+    out = tmp_path / "jars"
+    out.mkdir()
+    (out / "sparkstate-spark-4.3.jar").write_bytes(b"an earlier build")
+    monkeypatch.setattr(backend, "OUT_DIR", str(out))
+    monkeypatch.setattr(backend, "OUT_BUILD_ID", str(out / "build-id"))
     monkeypatch.setenv("JAVA_HOME", str(tmp_path))  # no bin/javac there
     with pytest.raises(backend.JdkMissingError, match=r"JDK 17.*javac.*openjdk-17-jdk-headless"):
         backend.build_jars()
+    assert sorted(os.listdir(out)) == ["sparkstate-spark-4.3.jar"]
 
 
 def test_the_build_compiles_a_jar_for_every_line_the_package_serves():
