@@ -117,3 +117,34 @@ def test_tuning_presets_hold_valid_settings(preset):
     ours = {k: v for k, v in entries.items() if k.startswith(PREFIX)}
     assert ours, f"{preset} sets no sparkstate setting"
     Settings.parse(ours)  # raises ConfigError naming the key if a preset went stale
+
+
+@pytest.mark.parametrize("raw, ms", [("30d", 30 * 86_400_000), ("12h", 12 * 3_600_000), ("90s", 90_000),
+                                     ("5m", 300_000), ("500ms", 500), (" 2H ", 7_200_000), ("none", None)])
+def test_ttl_durations_parse_to_milliseconds(raw, ms):
+    assert Settings.parse({PREFIX + "ttl": raw}).ttl_ms == ms
+
+
+@pytest.mark.parametrize("raw", ["", "30", "1.5h", "-3d", "0s", "3 weeks", "1y", "101000d"])
+def test_a_bad_ttl_is_refused_naming_the_key(raw):
+    with pytest.raises(ConfigError) as err:
+        Settings.parse({PREFIX + "ttl": raw})
+    assert PREFIX + "ttl" in str(err.value) and "duration" in str(err.value)
+
+
+def test_ttl_per_operator_overrides_the_query_duration():
+    s = Settings.parse({PREFIX + "ttl": "1h", PREFIX + "ttl.operator.2": "none", PREFIX + "TTL.Operator.0": "90s"})
+    assert (s.ttl_for(0), s.ttl_for(1), s.ttl_for(2)) == (90_000, 3_600_000, None)
+    assert Settings().ttl_for(0) is None  # unset: nothing expires
+    assert Settings.parse(s.to_conf()) == s
+
+
+@pytest.mark.parametrize("key", ["ttl.operator.x", "ttl.operator.", "ttl.operators.1"])
+def test_a_malformed_per_operator_key_is_unknown(key):
+    with pytest.raises(ConfigError, match="unknown setting"):
+        Settings.parse({PREFIX + key: "1h"})
+
+
+def test_a_bad_per_operator_ttl_names_its_key():
+    with pytest.raises(ConfigError, match=r"ttl\.operator\.7'"):
+        Settings.parse({PREFIX + "ttl.operator.7": "soon"})

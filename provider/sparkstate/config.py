@@ -103,6 +103,41 @@ def _bool(raw: str) -> bool:
     return value == "true"
 
 
+_DURATION = re.compile(r"^(\d+)\s*(ms|s|m|h|d)$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+MAX_TTL_MS = 100 * 365 * 86_400_000  # a century: beyond it a duration is a slip of the keyboard
+
+
+def _duration(raw: str) -> int | None:
+    """A duration such as `30d`, `12h`, `90s`, `500ms`, in milliseconds; `none`: never expires (None)."""
+    value = raw.strip().lower()
+    if value == "none":
+        return None
+    match = _DURATION.match(value)
+    if not match:
+        raise ValueError
+    ms = int(match.group(1)) * _UNIT_MS[match.group(2)]
+    if ms <= 0 or ms > MAX_TTL_MS:
+        raise InvalidValue("a duration from 1ms to 100 years")
+    return ms
+
+
+_DURATION_VALID = "a duration: an integer with ms, s, m, h or d (`30d`, `12h`, `90s`), or none"
+# Per-operator durations: `ttl.operator.<id>`, a family of keys declared once.
+TTL_OPERATOR_KEY = "ttl.operator.<id>"
+_TTL_OPERATOR = re.compile(r"^ttl\.operator\.(\d+)$", re.IGNORECASE)
+
+
+def format_duration(ms: int | None) -> str:
+    """`ms` in the largest unit that divides it (the inverse of the duration parser); None: `none`."""
+    if ms is None:
+        return "none"
+    for unit in ("d", "h", "m", "s"):
+        if ms % _UNIT_MS[unit] == 0:
+            return f"{ms // _UNIT_MS[unit]}{unit}"
+    return f"{ms}ms"
+
+
 BACKENDS = ("rocksdb", "heap")
 TRANSPORTS = ("shm", "socket", "py4j", "embedded")
 COMPRESSIONS = ("lz4", "zstd", "snappy", "none")
@@ -239,6 +274,20 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("heap.compression", "heap_compression", "lz4", _choice(*HEAP_COMPRESSIONS),
                 "Heap backend: compression of its Arrow IPC delta and snapshot files.",
                 ", ".join(HEAP_COMPRESSIONS)),
+    Declaration("ttl", "ttl_ms", None, _duration,
+                "Idle-state expiry: a key no batch has written for longer than this is expired (a get does "
+                "not see it, scans skip it, and a later commit deletes it), measured in the batch times the "
+                "checkpoint records, so a re-executed batch expires the same keys. Unset or none: nothing "
+                "expires. Stream-stream joins refuse it (give their operator none). Costs 8 bytes per key; "
+                "README, \"Idle-state expiry (TTL)\", says what it means for each operator.", _DURATION_VALID),
+    Declaration(TTL_OPERATOR_KEY, "ttl_operators", (), _duration,
+                "The ttl of the operator with this id (the operatorId Spark's state-metadata source lists), "
+                "over the query's: a duration, or none to keep that operator's state forever.",
+                _DURATION_VALID),
+    Declaration("ttl.cleanupRowsPerCommit", "ttl_cleanup_rows", 4096, _int_at_least(1),
+                "With ttl: entries each commit examines for expired keys to delete, continuing where the "
+                "last commit stopped; bounds what expiry adds to a commit, however many keys expire at once.",
+                "an integer >= 1"),
     Declaration("checkpoint.verifyLocalCache", "verify_local_cache", False, _bool,
                 "Re-verify checksums of files already in the local cache when restoring a version "
                 "(files are always verified when downloaded).", "true, false"),
@@ -303,6 +352,9 @@ class Settings:
     heap_max_versions_in_memory: int = 2
     heap_compression: str = "lz4"
     heap_layout: str = "packed"
+    ttl_ms: int | None = None
+    ttl_operators: tuple[tuple[int, int | None], ...] = ()  # (operator id, ttl ms or None), sorted
+    ttl_cleanup_rows: int = 4096
     verify_local_cache: bool = False
     io_threads: int = 4
     state_location: str | None = None
@@ -318,26 +370,47 @@ class Settings:
     def parse(cls, raw: Mapping[str, str]) -> "Settings":
         """Parse `{full key: string value}`; keys outside PREFIX are ignored."""
         values: dict[str, Any] = {}
+        operators: dict[int, int | None] = {}
         for full_key, raw_value in raw.items():
             if not full_key.startswith(PREFIX):
                 continue
             short = full_key[len(PREFIX):]
-            decl = _BY_KEY.get(short.lower())
+            per_operator = _TTL_OPERATOR.match(short)
+            decl = _BY_KEY[TTL_OPERATOR_KEY] if per_operator else _BY_KEY.get(short.lower())
             if decl is None:
                 raise ConfigError(unknown_setting_message(full_key))
             try:
-                values[decl.field] = decl.parse(str(raw_value))
+                value = decl.parse(str(raw_value))
             except (ValueError, TypeError) as e:
                 reason = f" ({e})" if isinstance(e, InvalidValue) else ""
-                raise ConfigError(f"invalid value {raw_value!r} for '{PREFIX}{decl.key}': expected "
+                raise ConfigError(f"invalid value {raw_value!r} for '{full_key}': expected "
                                   f"{decl.valid}{reason}") from None
+            if per_operator:
+                operators[int(per_operator.group(1))] = value
+            else:
+                values[decl.field] = value
+        if operators:
+            values["ttl_operators"] = tuple(sorted(operators.items()))
         return cls(**values)
+
+    def ttl_for(self, operator_id: int) -> int | None:
+        """The idle-state duration of operator `operator_id` in ms (its own, else the query's); None: never."""
+        for op, ms in self.ttl_operators:
+            if op == operator_id:
+                return ms
+        return self.ttl_ms
 
     def to_conf(self) -> dict[str, str]:
         """The settings that differ from the defaults, as spark conf entries."""
         out: dict[str, str] = {}
         for decl in DECLARATIONS:
             value = getattr(self, decl.field)
+            if decl.parse is _duration:
+                if decl.key == TTL_OPERATOR_KEY:
+                    out.update((f"{PREFIX}ttl.operator.{op}", format_duration(ms)) for op, ms in value)
+                elif value is not None:
+                    out[PREFIX + decl.key] = format_duration(value)
+                continue
             if value != decl.default and value is not None:
                 out[PREFIX + decl.key] = str(value).lower() if isinstance(value, bool) else str(value)
         return out
@@ -388,7 +461,7 @@ def settings_table_markdown() -> str:
     """The settings table of docs/configuration.md, generated from DECLARATIONS."""
     rows = ["| key | default | valid values | what it does |", "|---|---|---|---|"]
     for d in DECLARATIONS:
-        default = "(unset)" if d.default is None else str(d.default).lower() if isinstance(d.default, bool) else str(d.default)
+        default = "(unset)" if d.default in (None, ()) else str(d.default).lower() if isinstance(d.default, bool) else str(d.default)
         rows.append(f"| `{PREFIX}{d.key}` | `{default}` | {d.valid} | {d.doc} |")
     return "\n".join(rows)
 
@@ -434,7 +507,7 @@ def settings_spark_defaults() -> str:
     for d in DECLARATIONS:
         doc = f"{d.doc} Valid: {d.valid}."
         lines = textwrap.wrap(doc, width=100, initial_indent="# ", subsequent_indent="# ")
-        if d.default is None:
+        if d.default in (None, ()):
             lines.append(f"#{PREFIX}{d.key}")
         else:
             value = str(d.default).lower() if isinstance(d.default, bool) else str(d.default)

@@ -40,6 +40,9 @@ Body fields:
                       id the driver records in its commit log); absent under format 1
     baseCheckpointId  optional: the checkpoint id of the version this one was built on (its lineage);
                       absent for the first version or a base loaded without an id
+    ttlStamps         optional true: every value of the version, and every put of its change log, starts
+                      with the 8-byte big-endian batch time of its last write (engine/ttl.py); absent: none
+    batchTimeMs       optional (with ttlStamps): the batch time the version's writes were stamped with
 
 Embedding the private files keeps a version to one small object write plus its new SSTs, and makes the
 manifest the single thing that must be written last.
@@ -114,7 +117,15 @@ class Manifest:
     changes_kept: bool = False
     checkpoint_id: str | None = None
     base_checkpoint_id: str | None = None
+    ttl_stamps: bool = False
+    batch_time_ms: int | None = None
     format_version: int = field(default=FORMAT_VERSION)
+
+    @property
+    def clock_ms(self) -> int:
+        """The batch time of the batch that reads this version: its commit's wall clock, never before the
+        batch time it was written at (so batch times never go backwards between versions)."""
+        return max(self.created_ms, self.batch_time_ms or 0)
 
     @property
     def files(self) -> tuple[SharedFileRef, ...]:
@@ -168,6 +179,10 @@ class Manifest:
             body["checkpointId"] = self.checkpoint_id
         if self.base_checkpoint_id is not None:
             body["baseCheckpointId"] = self.base_checkpoint_id
+        if self.ttl_stamps:
+            body["ttlStamps"] = True
+        if self.batch_time_ms is not None:
+            body["batchTimeMs"] = self.batch_time_ms
         if self.store is not None:
             body["store"] = {"queryKey": self.store.query_key, "operatorId": self.store.operator_id,
                              "partitionId": self.store.partition_id, "storeName": self.store.store_name}
@@ -202,6 +217,8 @@ class Manifest:
                        store=store, change_log=change_log, changes_kept=bool(doc.get("changesKept", False)),
                        checkpoint_id=_optional_str(doc.get("checkpointId")),
                        base_checkpoint_id=_optional_str(doc.get("baseCheckpointId")),
+                       ttl_stamps=bool(doc.get("ttlStamps", False)),
+                       batch_time_ms=int(doc["batchTimeMs"]) if doc.get("batchTimeMs") is not None else None,
                        adoptable_from=int(doc["adoptableFrom"]) if doc.get("adoptableFrom") is not None else None)
         except CorruptCheckpointError:
             raise
