@@ -73,9 +73,21 @@ class CommitIds:
     base_checkpoint_id: str | None = None
 
 
+@dataclass
+class CommitStamps:
+    """Whether the values of the commit in progress carry idle-state stamps (engine/ttl.py), and the batch
+    time its writes were stamped with; set by the store before it commits."""
+
+    stamped: bool = False
+    batch_time_ms: int | None = None
+
+
 def publish_commit(ctx: "BackendContext", manifest: Manifest) -> Manifest:
     """Publish the manifest of a commit, the last step of every backend's upload: under checkpoint format v2
-    with the attempt's ids, as the attempt's own manifest too (`CheckpointFileManager.publish_attempt`)."""
+    with the attempt's ids, as the attempt's own manifest too (`CheckpointFileManager.publish_attempt`); with
+    stamped values, saying so."""
+    if ctx.stamps.stamped:
+        manifest = replace(manifest, ttl_stamps=True, batch_time_ms=ctx.stamps.batch_time_ms)
     ids = ctx.commit_ids
     if ids.checkpoint_id is None:
         return ctx.file_manager.publish_manifest(manifest)
@@ -95,6 +107,7 @@ class BackendContext:
     num_cols_prefix_key: int = 0  # > 0: PrefixKeyScan store (scan prefixes are kg + u32be(len) + prefixRow)
     store: StoreIdentity | None = None  # written into every manifest (a load of another store refuses it)
     commit_ids: CommitIds = field(default_factory=CommitIds)  # of the commit in progress (format v2)
+    stamps: CommitStamps = field(default_factory=CommitStamps)  # of the commit in progress (idle-state expiry)
 
 
 class Backend(ABC):
@@ -163,6 +176,25 @@ class Backend(ABC):
 
     def maintenance_snapshot(self) -> None:
         """Periodic maintenance hook (Spark's maintenance thread, under the store lock); must not block."""
+
+    def walk(self, position: object | None, max_rows: int) -> tuple[list[tuple[bytes, bytes]], object | None]:
+        """Up to `max_rows` entries of the live contents after `position` (None: from the start), and the
+        position to continue from (None: the end was reached). Successive walks visit every entry that
+        stays put; the order is the backend's own (idle-state expiry deletes a slice per commit). This
+        default restarts a scan and skips to the last key returned: a backend overrides it with a walk
+        that costs the rows it returns."""
+        cursor = self.open_cursor(b"")
+        try:
+            rows: list[tuple[bytes, bytes]] = []
+            done = False
+            while not done and len(rows) < max_rows:
+                chunk, done = cursor.next_chunk(max_rows, 16 << 20)
+                rows += [r for r in chunk if position is None or r[0] > position]  # type: ignore[operator]
+            rows = rows[:max_rows]
+            end = done and len(rows) < max_rows
+            return rows, None if end or not rows else rows[-1][0]
+        finally:
+            cursor.close()
 
     def sample_keys(self, limit: int) -> list[bytes]:
         """Up to `limit` keys, cheaply (the first of a scan): what the load-time key-group check reads."""

@@ -8,7 +8,8 @@ remove is a write of None. A snapshot is a complete image of one version: for Ro
 checkpoint is one; for the heap backend its full snapshots (`full-<s>.arrow`), which it writes every
 `heap.snapshotEveryVersions` versions. Version v is the state after batch v-1. Under checkpoint format
 v2 both follow the lineage of the end version's attempt (`CheckpointFileManager.lineage`), the attempts
-Spark's commit log recorded.
+Spark's commit log recorded. The writes of a version with idle-state stamps (engine/ttl.py) come without
+them, as Spark wrote them; the deletes of expired keys are deletes like any other.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import Iterator
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..errors import ChangeFeedError, VersionNotFoundError
 from . import arrow_files as hf
+from .ttl import strip_stamps
 
 
 @dataclass(frozen=True)
@@ -30,10 +32,11 @@ class VersionChanges:
 
 
 def read_changes(fm: CheckpointFileManager, start: int, end: int, scratch_root: str,
-                 end_checkpoint_id: str | None = None) -> Iterator[VersionChanges]:
+                 end_checkpoint_id: str | None = None, *, as_stored: bool = False) -> Iterator[VersionChanges]:
     """The changes of versions `start`..`end` (inclusive), in version order; `scratch_root` is a local
     directory for the files while they are read. With `end_checkpoint_id` (format v2), those of the
-    attempts `end`'s attempt was built on."""
+    attempts `end`'s attempt was built on. `as_stored`: values with their idle-state stamps (a replay
+    into a store), not as Spark wrote them."""
     if start < 1 or end < start:
         raise ChangeFeedError(f"versions {start}..{end} are not a range of committed versions (1 <= start <= end)")
     manifests = _lineage(fm, end, end_checkpoint_id, start, "changes")
@@ -41,7 +44,7 @@ def read_changes(fm: CheckpointFileManager, start: int, end: int, scratch_root: 
     scratch = tempfile.mkdtemp(prefix="changes-", dir=_ensure(scratch_root))
     try:
         for manifest in reversed(manifests):
-            yield VersionChanges(manifest.version, _changes_of(fm, manifest, scratch))
+            yield VersionChanges(manifest.version, _changes_of(fm, manifest, scratch, as_stored))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -62,7 +65,8 @@ def _refuse_versions_without_change_logs(fm: CheckpointFileManager, manifests: l
         f"changeLog=true (set it for the query so that the batches after that keep theirs). {later}")
 
 
-def _changes_of(fm: CheckpointFileManager, manifest: Manifest, scratch: str) -> list[tuple[bytes, bytes | None]]:
+def _changes_of(fm: CheckpointFileManager, manifest: Manifest, scratch: str,
+                as_stored: bool) -> list[tuple[bytes, bytes | None]]:
     v = manifest.version
     if manifest.change_log is None:
         return []  # the batch wrote nothing (versions without a change log are refused up front)
@@ -73,7 +77,8 @@ def _changes_of(fm: CheckpointFileManager, manifest: Manifest, scratch: str) -> 
             for key, value in zip(keys, values):
                 last.pop(key, None)  # re-inserted: ordered by each key's last write
                 last[key] = value
-        return list(last.items())
+        rows = list(last.items())
+        return strip_stamps(rows) if manifest.ttl_stamps and not as_stored else rows
     finally:
         os.remove(path)
 

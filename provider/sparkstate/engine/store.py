@@ -34,13 +34,14 @@ from .change_feed import VersionChanges, read_changes, snapshot_lineage
 from .local_layout import InstanceLayout, default_local_root, reclaim_dead_instances, safe_name
 from .snapshot_runner import run_snapshot
 from .spec import StoreSpec
+from .ttl import StampedBackend, refuse_join_ttl, unwrapped, wall_clock_ms
 
 log = logging.getLogger(__name__)
 
 CUSTOM_METRICS = (
     "sparkstateCommitMs", "sparkstateLoadMs", "sparkstateCheckpointLoads", "sparkstateFlushMs",
     "sparkstateUploadMs", "sparkstateFilesUploaded", "sparkstateFilesReused", "sparkstateBytesUploaded",
-    "sparkstateCheckpointBytes",
+    "sparkstateCheckpointBytes", "sparkstateTtlExpiredKeys",
 )
 
 
@@ -119,6 +120,11 @@ class Store:
     Spark's driver records in its commit log; `load(v, id)` takes exactly that attempt, reusing memory only
     if the live version is that attempt (another executor's retry may have committed v meanwhile).
 
+    Idle-state expiry (engine/ttl.py): with a ttl, or when the loaded version's values carry stamps, the
+    backend is wrapped in a `StampedBackend` running at the batch time of the loaded version (`_clocks`);
+    a version without stamps loaded with a ttl is stamped in full first, and every commit deletes the
+    expired keys of one slice before its snapshot.
+
     Threads: data calls come from one thread; metrics, abort, release and maintenance may come from
     others. `_lock` guards the state, the backend and the metrics. Cleanup works on remote files only
     and runs without `_lock` (the file manager locks its own caches), so it does not stall commits.
@@ -126,6 +132,9 @@ class Store:
 
     def __init__(self, spec: StoreSpec, local_root: str | None = None, *, fileio: FileIO | None = None) -> None:
         self.spec = spec
+        self._ttl_ms = spec.settings.ttl_for(spec.operator_id)  # None: nothing expires
+        if self._ttl_ms is not None:
+            refuse_join_ttl(spec.operator_id, spec.store_name, self._ttl_ms)
         root = local_root or spec.settings.local_dir or default_local_root()
         reclaim_dead_instances(root)  # once per process: the copies of killed workers on this machine
         try:
@@ -151,6 +160,9 @@ class Store:
         self._checkpoint_id: str | None = None  # attempt id of the version the backend holds (format v2)
         self._ids: dict[int, str | None] = {}   # attempt ids of the versions this store loaded or committed
         self._custom: dict[str, int] = {name: 0 for name in CUSTOM_METRICS}
+        # Per version this store loaded or committed: (batch time of the batch reading it, values stamped)
+        self._clocks: dict[int, tuple[int, bool]] = {}
+        self._unstamped = False  # the backend holds a version without stamps that a ttl applies to
 
     @property
     def state(self) -> State:
@@ -182,8 +194,10 @@ class Store:
             if (self._backend is not None and not self._dirty and self._version == version and same_attempt
                     and self._state in (State.LOADED, State.COMMITTED, State.ABORTED)):
                 source = "memory"
+                self._settle_stamps(version, None, recall=True)
             elif same_attempt and self._rewound(version):
                 source = "memory"
+                self._settle_stamps(version, None, recall=True)
             else:
                 self._close_backend()
                 self._state = State.CLOSED  # until the restore succeeds
@@ -201,7 +215,10 @@ class Store:
                 if restored:
                     self._check_key_groups(version)
                 self._remember(version, manifest.checkpoint_id if manifest is not None else None)
-            return self._loaded(version, False, t0, restored, source)
+                self._settle_stamps(version, manifest)
+            result = self._loaded(version, False, t0, restored, source)
+            self._stamp_unstamped()
+            return result
 
     def _remember(self, version: int, checkpoint_id: str | None) -> None:
         """Record the attempt id of a version this store holds (what a later load compares)."""
@@ -233,6 +250,8 @@ class Store:
             self._backend = self._builder(self._ctx, None)
             self._foreign = None
             self._backend.start_empty_at(version)
+            self._clocks.pop(version, None)
+            self._settle_stamps(version, None)
             return self._loaded(version, True, t0, False, "empty")
 
     def replay(self, snapshot_version: int, end_version: int, snapshot_checkpoint_id: str | None = None,
@@ -256,13 +275,17 @@ class Store:
             try:
                 if end_version > snapshot_version:
                     for changes in read_changes(self._file_manager, snapshot_version + 1, end_version,
-                                                self._layout.staging_dir, end_checkpoint_id):
+                                                self._layout.staging_dir, end_checkpoint_id, as_stored=True):
                         backend.apply_replayed(changes.rows)
             except BaseException:
                 backend.close()
                 raise
             self._backend = backend
-            return self._loaded(end_version, True, t0, True, "snapshot")
+            self._clocks.pop(end_version, None)
+            self._settle_stamps(end_version, lineage[0])
+            result = self._loaded(end_version, True, t0, True, "snapshot")
+            self._stamp_unstamped()
+            return result
 
     @property
     def scratch_dir(self) -> str:
@@ -373,6 +396,52 @@ class Store:
         except Exception:  # noqa: BLE001 - memory is only a shortcut; the checkpoint is the truth
             return False
 
+    # ---- idle-state expiry -----------------------------------------------------------------------------
+    def _settle_stamps(self, version: int, manifest: Manifest | None, recall: bool = False) -> None:
+        """The backend now holds `version` (`manifest`: its manifest when just read or written; None: none
+        exists; `recall`: the backend held it in memory, its manifest is read if this store forgot it): wrap it at the version's batch time when its
+        values carry stamps or a ttl applies, unwrap it otherwise. Its batch time comes from the manifest
+        (`Manifest.clock_ms`), or the wall clock when the version has none (version 0, a store started
+        empty), remembered so that a reload of the version decides the same way."""
+        known = self._clocks.get(version)
+        if known is None and recall:
+            manifest = self._manifest_or_none(version)  # held in memory, forgotten here: read it again
+        if known is None:
+            if manifest is not None:
+                known = (manifest.clock_ms, manifest.ttl_stamps)
+            else:
+                known = (wall_clock_ms(), False)
+            self._clocks[version] = known
+            while len(self._clocks) > 32:
+                del self._clocks[next(iter(self._clocks))]
+        clock, stamped = known
+        inner = unwrapped(self._backend)
+        assert inner is not None
+        wants = stamped or self._ttl_ms is not None
+        self._ctx.stamps.stamped, self._ctx.stamps.batch_time_ms = wants, (clock if wants else None)
+        if not wants:
+            self._backend = inner
+        elif isinstance(self._backend, StampedBackend):
+            self._backend.set_batch_time(clock)
+        else:
+            self._backend = StampedBackend(inner, self._ttl_ms, clock)
+        self._unstamped = wants and not stamped
+
+    def _manifest_or_none(self, version: int) -> Manifest | None:
+        try:
+            return self._file_manager.read_manifest(version, self._ids.get(version))
+        except VersionNotFoundError:
+            return None
+
+    def _stamp_unstamped(self) -> None:
+        """A ttl applies to a version written without stamps: stamp every entry with this batch's time (once
+        per store: the versions after it carry stamps). The store then holds writes of its own."""
+        if self._unstamped:
+            n = self._live().stamp_all()  # type: ignore[attr-defined]  # a StampedBackend (_settle_stamps)
+            self._dirty = True
+            log.info("%s: idle-state expiry stamped the %d entries of version %s with batch time %s",
+                     self.spec.describe(), n, self._version, self._ctx.stamps.batch_time_ms)
+
     def _read_manifest_for_load(self, version: int, checkpoint_id: str | None) -> Manifest | None:
         try:
             return self._file_manager.read_manifest(version, checkpoint_id)
@@ -392,7 +461,10 @@ class Store:
             ids.checkpoint_id = str(uuid.uuid4()) if self.spec.checkpoint_ids else None
             ids.base_checkpoint_id = self._checkpoint_id if self.spec.checkpoint_ids else None
             try:
-                outcome, timings = run_snapshot(self._live(), new_version)
+                backend = self._live()
+                expired = backend.sweep(self.spec.settings.ttl_cleanup_rows) \
+                    if isinstance(backend, StampedBackend) else 0
+                outcome, timings = run_snapshot(backend, new_version)
             except BaseException:
                 # The writes are not durable; the next load must restore the previous version.
                 self._dirty, self._state = True, State.ABORTED
@@ -405,12 +477,15 @@ class Store:
                 "sparkstateFilesReused": outcome.files_reused,
                 "sparkstateBytesUploaded": outcome.bytes_uploaded,
                 "sparkstateCheckpointBytes": outcome.manifest.total_bytes,
+                "sparkstateTtlExpiredKeys": expired,
             })
             self._custom.update({k: v for k, v in outcome.custom.items() if k in self._custom})
             self._version, self._dirty, self._state = new_version, False, State.COMMITTED
             self._head = new_version
             self._checkpoint_id = ids.checkpoint_id
             self._remember(new_version, ids.checkpoint_id)
+            self._clocks.pop(new_version, None)
+            self._settle_stamps(new_version, outcome.manifest)
             return CommitResult(version=new_version, metrics=dict(self._custom), checkpoint_id=ids.checkpoint_id,
                                 base_checkpoint_id=ids.base_checkpoint_id)
 

@@ -136,6 +136,11 @@ class HeapBackend(Backend):
         self._cursors.add(cursor)
         return cursor
 
+    def walk(self, position: object | None, max_rows: int) -> tuple[list[tuple[bytes, bytes]], object | None]:
+        """The live table's own walk (packed: whole buckets from a bucket index; dict: from an offset)."""
+        self._check_open()
+        return self._map.walk(position, max_rows)
+
     def num_keys(self) -> int:
         return 0 if self._closed else len(self._map)
 

@@ -9,6 +9,7 @@ Both answer the same small protocol, so VersionedMap's copy-on-write logic does 
 """
 from __future__ import annotations
 
+import itertools
 import sys
 from typing import Iterable, Iterator, Mapping, Protocol
 
@@ -32,6 +33,7 @@ class LiveTable(Protocol):
     def memory_bytes(self) -> int: ...
     def copy(self) -> LiveTable: ...
     def arrow_batches(self, rows: int) -> Iterator[tuple[pa.BinaryArray, pa.BinaryArray]]: ...
+    def walk(self, position: object | None, max_rows: int) -> tuple[list[tuple[bytes, bytes]], object | None]: ...
 
 
 def _measure_overheads() -> tuple[int, int]:
@@ -62,6 +64,14 @@ class DictTable(dict):
         if old is not absent:
             self._payload -= len(key) + len(old)
         return old
+
+    def walk(self, position: object | None, max_rows: int) -> tuple[list[tuple[bytes, bytes]], object | None]:
+        """Up to `max_rows` entries from offset `position` (None: 0) in the dict's order, and the next
+        offset (None: the end). Skipping to the offset is a C loop over the entries before it. Removals
+        shift later entries back, so a walk may pass over a few; the next round visits them."""
+        start = position if isinstance(position, int) else 0
+        rows = list(itertools.islice(dict.items(self), start, start + max_rows))
+        return rows, start + len(rows) if len(rows) == max_rows else None
 
     def copy(self) -> DictTable:
         other = DictTable.__new__(DictTable)

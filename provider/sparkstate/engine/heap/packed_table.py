@@ -376,6 +376,18 @@ class PackedTable:
                 end = off + kl
                 yield rec[off:end], rec[end:end + vl]
 
+    def walk(self, position: object | None, max_rows: int) -> tuple[list[tuple[bytes, bytes]], object | None]:
+        """Whole buckets from bucket `position` (None: 0) until `max_rows` entries are reached, and the next
+        bucket (None: the end). A split moves entries to a bucket past the last one, which a walk reaches
+        later in the same round."""
+        b = position if isinstance(position, int) else 0
+        rows: list[tuple[bytes, bytes]] = []
+        nb = len(self._records)
+        while b < nb and len(rows) < max_rows:
+            rows.extend(self._bucket_items(b))
+            b += 1
+        return rows, b if b < nb else None
+
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         for b in range(len(self._records)):
             yield from self._bucket_items(b)

@@ -114,6 +114,11 @@ class VersionedMap:
         with self._lock:
             return list(itertools.islice(self._live.keys(), limit))
 
+    def walk(self, position: object | None, max_rows: int) -> tuple[list[tuple[bytes, bytes]], object | None]:
+        """Live entries from `position` on, in the table's own order (LiveTable.walk)."""
+        with self._lock:
+            return self._live.walk(position, max_rows)
+
     def apply(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         put, remove, index = self._live.put, self._live.remove, self._index
         with self._lock:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import shutil
 from contextlib import contextmanager
+from itertools import islice
 from typing import Iterator, Sequence
 
 import rocksdict
@@ -201,6 +202,16 @@ class RocksDBBackend(Backend):
 
     def num_keys(self) -> int:
         return self._num_keys
+
+    def walk(self, position: object | None, max_rows: int) -> tuple[list[tuple[bytes, bytes]], object | None]:
+        """Key order from just after the key `position`: one iterator seek, then `max_rows` steps."""
+        db = self._live()
+        items = db.items(from_key=position) if position is not None else db.items()
+        rows = list(islice(items, max_rows + 1))
+        if rows and rows[0][0] == position:
+            del rows[0]
+        rows = rows[:max_rows]
+        return rows, rows[-1][0] if len(rows) == max_rows else None
 
     def live_db(self) -> rocksdict.Rdict:
         """The open database (bulk loading ingests files into it)."""
