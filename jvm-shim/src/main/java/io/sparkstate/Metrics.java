@@ -32,6 +32,8 @@ final class Metrics {
       SparkApi.sizeMetric("sparkstateCheckpointBytes", "sparkstate: size of the committed version"),
       SparkApi.sizeMetric("sparkstateWorkerRssBytes",
           "sparkstate: resident memory of the store worker processes (each store's share of its worker's)"),
+      new StateStoreCustomSumMetric("sparkstateTtlExpiredKeys",
+          "sparkstate: keys idle-state expiry deleted from the store in the batch"),
       new StateStoreCustomSumMetric(FILTERED_GETS,
           "sparkstate: gets and prefix scans of absent keys answered by the shim's key filter, without the worker"),
       new StateStoreCustomSumMetric(READ_AHEAD_GETS,
