@@ -34,7 +34,7 @@ from .change_feed import VersionChanges, read_changes, snapshot_lineage
 from .local_layout import InstanceLayout, default_local_root, reclaim_dead_instances, safe_name
 from .snapshot_runner import run_snapshot
 from .spec import StoreSpec
-from .ttl import StampedBackend, refuse_join_ttl, unwrapped, wall_clock_ms
+from .ttl import BatchClocks, StampedBackend, refuse_join_ttl
 
 log = logging.getLogger(__name__)
 
@@ -160,9 +160,7 @@ class Store:
         self._checkpoint_id: str | None = None  # attempt id of the version the backend holds (format v2)
         self._ids: dict[int, str | None] = {}   # attempt ids of the versions this store loaded or committed
         self._custom: dict[str, int] = {name: 0 for name in CUSTOM_METRICS}
-        # Per version this store loaded or committed: (batch time of the batch reading it, values stamped)
-        self._clocks: dict[int, tuple[int, bool]] = {}
-        self._unstamped = False  # the backend holds a version without stamps that a ttl applies to
+        self._clocks = BatchClocks(self._ttl_ms, self._ctx.stamps)
 
     @property
     def state(self) -> State:
@@ -215,6 +213,7 @@ class Store:
                 if restored:
                     self._check_key_groups(version)
                 self._remember(version, manifest.checkpoint_id if manifest is not None else None)
+                self._clocks.forget(version)  # the manifest read is the attempt that counts
                 self._settle_stamps(version, manifest)
             result = self._loaded(version, False, t0, restored, source)
             self._stamp_unstamped()
@@ -250,7 +249,7 @@ class Store:
             self._backend = self._builder(self._ctx, None)
             self._foreign = None
             self._backend.start_empty_at(version)
-            self._clocks.pop(version, None)
+            self._clocks.forget(version)
             self._settle_stamps(version, None)
             return self._loaded(version, True, t0, False, "empty")
 
@@ -281,7 +280,7 @@ class Store:
                 backend.close()
                 raise
             self._backend = backend
-            self._clocks.pop(end_version, None)
+            self._clocks.forget(end_version)
             self._settle_stamps(end_version, lineage[0])
             result = self._loaded(end_version, True, t0, True, "snapshot")
             self._stamp_unstamped()
@@ -399,33 +398,10 @@ class Store:
     # ---- idle-state expiry -----------------------------------------------------------------------------
     def _settle_stamps(self, version: int, manifest: Manifest | None, recall: bool = False) -> None:
         """The backend now holds `version` (`manifest`: its manifest when just read or written; None: none
-        exists; `recall`: the backend held it in memory, its manifest is read if this store forgot it): wrap it at the version's batch time when its
-        values carry stamps or a ttl applies, unwrap it otherwise. Its batch time comes from the manifest
-        (`Manifest.clock_ms`), or the wall clock when the version has none (version 0, a store started
-        empty), remembered so that a reload of the version decides the same way."""
-        known = self._clocks.get(version)
-        if known is None and recall:
-            manifest = self._manifest_or_none(version)  # held in memory, forgotten here: read it again
-        if known is None:
-            if manifest is not None:
-                known = (manifest.clock_ms, manifest.ttl_stamps)
-            else:
-                known = (wall_clock_ms(), False)
-            self._clocks[version] = known
-            while len(self._clocks) > 32:
-                del self._clocks[next(iter(self._clocks))]
-        clock, stamped = known
-        inner = unwrapped(self._backend)
-        assert inner is not None
-        wants = stamped or self._ttl_ms is not None
-        self._ctx.stamps.stamped, self._ctx.stamps.batch_time_ms = wants, (clock if wants else None)
-        if not wants:
-            self._backend = inner
-        elif isinstance(self._backend, StampedBackend):
-            self._backend.set_batch_time(clock)
-        else:
-            self._backend = StampedBackend(inner, self._ttl_ms, clock)
-        self._unstamped = wants and not stamped
+        exists; `recall`: the backend held it in memory, its manifest is read if this store forgot it)."""
+        if recall and not self._clocks.knows(version):
+            manifest = self._manifest_or_none(version)
+        self._backend = self._clocks.settle(self._backend, version, manifest)
 
     def _manifest_or_none(self, version: int) -> Manifest | None:
         try:
@@ -436,7 +412,7 @@ class Store:
     def _stamp_unstamped(self) -> None:
         """A ttl applies to a version written without stamps: stamp every entry with this batch's time (once
         per store: the versions after it carry stamps). The store then holds writes of its own."""
-        if self._unstamped:
+        if self._clocks.unstamped:
             n = self._live().stamp_all()  # type: ignore[attr-defined]  # a StampedBackend (_settle_stamps)
             self._dirty = True
             log.info("%s: idle-state expiry stamped the %d entries of version %s with batch time %s",
@@ -484,7 +460,7 @@ class Store:
             self._head = new_version
             self._checkpoint_id = ids.checkpoint_id
             self._remember(new_version, ids.checkpoint_id)
-            self._clocks.pop(new_version, None)
+            self._clocks.forget(new_version)
             self._settle_stamps(new_version, outcome.manifest)
             return CommitResult(version=new_version, metrics=dict(self._custom), checkpoint_id=ids.checkpoint_id,
                                 base_checkpoint_id=ids.base_checkpoint_id)

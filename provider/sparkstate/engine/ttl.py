@@ -18,7 +18,8 @@ from typing import Sequence
 
 from ..config import PREFIX, format_duration
 from ..errors import ConfigError
-from .backend_contract import Backend, Cursor, SnapshotOutcome, SnapshotResources
+from ..checkpoint import Manifest
+from .backend_contract import Backend, CommitStamps, Cursor, SnapshotOutcome, SnapshotResources
 
 STAMP = struct.Struct(">Q")
 STAMP_BYTES = STAMP.size
@@ -174,6 +175,48 @@ class StampedBackend(Backend):
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)  # backend-specific extras (a heap backend's background runner)
+
+
+class BatchClocks:
+    """For each version a store holds (the last 32): the batch time of the batch that reads it and whether
+    its values carry stamps; and the wrapping of the store's backend that follows from them."""
+
+    def __init__(self, ttl_ms: int | None, stamps: CommitStamps) -> None:
+        self._ttl_ms = ttl_ms
+        self._stamps = stamps  # what the store's next commit writes into its manifest
+        self._known: dict[int, tuple[int, bool]] = {}
+        self.unstamped = False  # the backend holds a version without stamps that a ttl applies to
+
+    def knows(self, version: int) -> bool:
+        return version in self._known
+
+    def forget(self, version: int) -> None:
+        """`version` is about to be held anew (started empty, replayed, committed): decide it afresh."""
+        self._known.pop(version, None)
+
+    def settle(self, backend: Backend | None, version: int, manifest: Manifest | None) -> Backend:
+        """`backend` holds `version` now (`manifest`: the version's, or None when it has none): the backend
+        to use, wrapped at the version's batch time when its values carry stamps or a ttl applies. A version
+        without a manifest (version 0, a store started empty) runs at the wall clock of its first load,
+        remembered, so a reload of it decides the same way."""
+        known = self._known.get(version)
+        if known is None:
+            known = (manifest.clock_ms, manifest.ttl_stamps) if manifest is not None else (wall_clock_ms(), False)
+            self._known[version] = known
+            while len(self._known) > 32:
+                del self._known[next(iter(self._known))]
+        clock, stamped = known
+        inner = unwrapped(backend)
+        assert inner is not None
+        wants = stamped or self._ttl_ms is not None
+        self._stamps.stamped, self._stamps.batch_time_ms = wants, (clock if wants else None)
+        self.unstamped = wants and not stamped
+        if not wants:
+            return inner
+        if isinstance(backend, StampedBackend):
+            backend.set_batch_time(clock)
+            return backend
+        return StampedBackend(inner, self._ttl_ms, clock)
 
 
 def unwrapped(backend: Backend | None) -> Backend | None:

@@ -66,3 +66,42 @@ def test_a_table_from_a_log_of_writes_holds_what_its_replay_leaves(layout):
     assert len(t) == len(rows) and dict(t.items()) == rows
     assert all(t.get(k) == v for k, v in rows.items())
     assert len(table_from_writes(layout, WriteLog.of([]))) == 0
+
+
+def _walk_all(table, max_rows):
+    seen, position, slices = [], None, 0
+    while True:
+        rows, position = table.walk(position, max_rows)
+        seen += rows
+        slices += 1
+        if position is None:
+            return seen, slices
+
+
+@pytest.mark.parametrize("layout", HEAP_LAYOUTS)
+@pytest.mark.parametrize("sizes", ["fixed", "mixed"])
+def test_a_walk_visits_every_entry_once_in_bounded_slices(layout, sizes):
+    rnd = random.Random(3)
+    data = {b"k%05d" % i: b"v" * (8 if sizes == "fixed" else rnd.randrange(0, 30)) for i in range(5000)}
+    t = new_live_table(layout, data)
+    seen, slices = _walk_all(t, 100)
+    assert sorted(seen) == sorted(data.items()) and len(seen) == len(data)
+    assert slices >= len(data) // 150  # slices of about 100 entries (packed: whole buckets, a few more)
+
+
+@pytest.mark.parametrize("layout", HEAP_LAYOUTS)
+def test_a_walk_that_removes_what_it_saw_reaches_every_entry_in_a_few_rounds(layout):
+    # Packed: removals leave buckets in place, one round does it. Dict: a removal shifts the offsets of the
+    # entries after it, so a round removing everything it sees passes over about half of them.
+    t = new_live_table(layout, {b"k%05d" % i: b"v" for i in range(3000)})
+    rounds = 0
+    while len(t) and rounds < 20:
+        position = None
+        while True:
+            rows, position = t.walk(position, 64)
+            for k, _ in rows:
+                t.remove(k)
+            if position is None:
+                break
+        rounds += 1
+    assert len(t) == 0 and rounds <= (1 if layout == "packed" else 12)
