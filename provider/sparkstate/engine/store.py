@@ -413,8 +413,8 @@ class Store:
         """A ttl applies to a version written without stamps: stamp every entry with this batch's time (once
         per store: the versions after it carry stamps). The store then holds writes of its own."""
         if self._clocks.unstamped:
+            self._dirty = True  # first: a failure half-way leaves writes no version has
             n = self._live().stamp_all()  # type: ignore[attr-defined]  # a StampedBackend (_settle_stamps)
-            self._dirty = True
             log.info("%s: idle-state expiry stamped the %d entries of version %s with batch time %s",
                      self.spec.describe(), n, self._version, self._ctx.stamps.batch_time_ms)
 
