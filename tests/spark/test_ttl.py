@@ -17,10 +17,10 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from conftest import selected_provider
-from spark_harness import PREFIX, BatchCollector, InputDir, run_available_now_progress, session_conf
+from spark_harness import (PREFIX, AggregationCase, BatchCollector, InputDir, run_available_now,
+                           run_available_now_progress, session_conf)
 
-pytestmark = [pytest.mark.slow,  # a pause of PAUSE_S and ten query runs per backend: minutes
-              pytest.mark.skipif(selected_provider() != "sparkstate", reason="a sparkstate setting")]
+pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="a sparkstate setting")
 
 TTL_S = 30
 PAUSE_S = 45  # a pause longer than the ttl, with room for slow batches on either side
@@ -90,6 +90,7 @@ def _query(spark, source: InputDir, kind: str):
     return stream.select("k").dropDuplicates(["k"]).writeStream.outputMode("append")
 
 
+@pytest.mark.slow  # a pause of PAUSE_S and ten query runs per backend: about five minutes
 def test_expiry_matches_the_rule_over_recorded_batch_times(spark, variant, tmp_path):
     kinds = ("count", "dedup")
     sources = {kind: InputDir(spark, str(tmp_path / kind / "in"), SCHEMA) for kind in kinds}
@@ -116,3 +117,29 @@ def test_expiry_matches_the_rule_over_recorded_batch_times(spark, variant, tmp_p
                   for p in progress[kind]]
         assert metric == expired, kind
         assert got == SCENARIO[kind], f"{kind}: batches ran too slowly for the durations of this test"
+
+
+def test_a_bad_duration_fails_the_query_naming_the_key(spark, tmp_path):
+    case = AggregationCase(spark, tmp_path, seed=44, n_files=1)
+    case.source.add_all(case.files)
+    message = case.failure_of_run({PREFIX + "ttl.operator.0": "3 weeks"})
+    assert f"invalid value '3 weeks' for '{PREFIX}ttl.operator.0'" in message and "duration" in message
+
+
+def test_a_join_with_a_ttl_is_refused_naming_the_operator_and_runs_with_none(spark, tmp_path):
+    left, right = (InputDir(spark, str(tmp_path / side), SCHEMA) for side in ("left", "right"))
+    left.add([{"k": "a", "v": 1}, {"k": "b", "v": 2}])
+    right.add([{"k": "a", "v": 10}])
+    sink = BatchCollector()
+
+    def run(conf):
+        joined = left.stream().join(right.stream().withColumnRenamed("v", "w"), "k")
+        with session_conf(spark, conf):
+            run_available_now(sink.attach(joined.writeStream.outputMode("append")), str(tmp_path / "ckpt"))
+
+    with pytest.raises(Exception) as refused:
+        run({PREFIX + "ttl": "1h"})
+    assert "operator 0 is a stream-stream join" in str(refused.value)
+    assert f"{PREFIX}ttl.operator.0=none" in str(refused.value)
+    run({PREFIX + "ttl": "1h", PREFIX + "ttl.operator.0": "none"})
+    assert [tuple(r) for b in sink.batch_ids() for r in sink.batches[b]] == [("a", 1, 10)]
