@@ -247,3 +247,45 @@ def test_ttl_on_a_join_store_is_refused_by_operator(tmp_path, store_name):
                                         "spark.sql.streaming.stateStore.sparkstate.ttl.operator.3": "none"})
     spec = dataclasses.replace(_join_spec(tmp_path, store_name), settings=none_for_the_join)
     Store(spec, str(tmp_path / "l")).close()
+
+
+def test_a_copy_of_the_stored_values_keeps_the_stamps(new_store, clock, tmp_path):
+    """What a rescale needs: the values as stored, expired keys included, written into a new store through a
+    bulk loader whose commit declares the source's stamps; the copy decides as the source does."""
+    import os
+
+    from sparkstate.checkpoint.location import open_file_manager
+    from sparkstate.engine.backend_contract import BackendContext
+    from sparkstate.engine.backend_registry import bulk_loader_for
+    from sparkstate.engine.local_layout import InstanceLayout
+    from sparkstate.engine.snapshot_runner import run_snapshot
+
+    s = new_store(ttl_ms=TTL)
+    batch(s, 0, [kv(1), kv(2)], commit_at=T0, clock=clock)
+    batch(s, 1, [kv(2, b"w")], commit_at=T0 + TTL // 2, clock=clock)  # runs at T0: kv(2) stamped T0
+    batch(s, 2, [kv(3)], commit_at=T0 + TTL + 1, clock=clock)         # runs at T0 + TTL / 2: no sweep yet
+    s.load(3)                                                          # runs at T0 + TTL + 1
+    assert contents(s) == {kv(3)[0]: kv(3)[1]}
+    stored = [row for chunk in s.scan(b"", 100, 1 << 20, as_stored=True) for row in chunk]
+    assert [k for k, _ in stored] == sorted([kv(1)[0], kv(2)[0], kv(3)[0]])   # expired ones too, stamped
+    assert dict(stored)[kv(3)[0]] == STAMP.pack(T0 + TTL // 2) + kv(3)[1]
+    stamps = s.stored_stamps()
+    assert stamps.stamped and stamps.batch_time_ms == T0 + TTL + 1
+
+    target = make_spec("file:" + str(tmp_path / "copy"), "copier", backend=new_store.backend, ttl_ms=TTL)
+    layout = InstanceLayout(str(tmp_path / "copy-local"))
+    layout.ensure_private()
+    ctx = BackendContext(settings=target.settings, layout=layout, instance_id="copier", query_run_id="copy",
+                         file_manager=open_file_manager(target.state_location(), target.settings, {}),
+                         store=target.identity(), stamps=stamps)
+    loader = bulk_loader_for(new_store.backend, ctx)
+    loader.add(0, stored)
+    loader.end_source(0)
+    run_snapshot(loader.finish(), 4)
+    loader.close()
+    copy = Store(target, str(tmp_path / "reader"))
+    copy.load(4)
+    assert contents(copy) == {kv(3)[0]: kv(3)[1]}
+    assert copy.file_manager.read_manifest(4).ttl_stamps
+    copy.close()
+    assert os.path.isdir(str(tmp_path / "copy"))

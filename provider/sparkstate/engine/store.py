@@ -5,6 +5,7 @@ owns remote names. Top-level methods read as a list of timed phases.
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import os
@@ -28,7 +29,7 @@ from ..errors import (
 )
 from ..keygroups import key_group, partition_of
 from ..storage import FileIO
-from .backend_contract import Backend, BackendContext, Cursor
+from .backend_contract import Backend, BackendContext, CommitStamps, Cursor
 from .backend_registry import builder_for, open_snapshot
 from .change_feed import VersionChanges, read_changes, snapshot_lineage
 from .local_layout import InstanceLayout, default_local_root, reclaim_dead_instances, safe_name
@@ -513,10 +514,13 @@ class Store:
             self._require("open_cursor", _READABLE)
             return _LockedCursor(self._live().open_cursor(prefix), self._lock)
 
-    def scan(self, prefix: bytes, max_rows: int, max_bytes: int) -> Iterator[list[tuple[bytes, bytes]]]:
+    def scan(self, prefix: bytes, max_rows: int, max_bytes: int, *,
+             as_stored: bool = False) -> Iterator[list[tuple[bytes, bytes]]]:
         """Every entry under `prefix` in key order, in chunks of at most `max_rows` / `max_bytes`: the
-        whole-store read of offline tools (rescaling, verification); the cursor closes with the loop."""
-        cursor = self.open_cursor(prefix)
+        whole-store read of offline tools (rescaling, verification); the cursor closes with the loop.
+        `as_stored`: the values as the backend holds them, idle-state stamps included and expired keys
+        too, for a copy whose manifest declares `stored_stamps()`."""
+        cursor = self._open_stored_cursor(prefix) if as_stored else self.open_cursor(prefix)
         try:
             done = False
             while not done:
@@ -525,6 +529,20 @@ class Store:
                     yield chunk
         finally:
             cursor.close()
+
+    def _open_stored_cursor(self, prefix: bytes) -> Cursor:
+        with self._lock:
+            self._require("scan", _READABLE)
+            inner = self._live()
+            inner = inner.inner if isinstance(inner, StampedBackend) else inner
+            return _LockedCursor(inner.open_cursor(prefix), self._lock)
+
+    def stored_stamps(self) -> CommitStamps:
+        """What a copy of the loaded version's stored values (`scan(as_stored=True)`) declares in its
+        manifest: whether they carry idle-state stamps, and the batch time of the loaded version."""
+        with self._lock:
+            self._require("stored_stamps", _READABLE)
+            return dataclasses.replace(self._ctx.stamps)  # a version loaded without stamps got them at load
 
     # ---- observability and maintenance --------------------------------------------------------------
     def metrics(self) -> StoreMetrics:
