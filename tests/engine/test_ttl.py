@@ -289,3 +289,21 @@ def test_a_copy_of_the_stored_values_keeps_the_stamps(new_store, clock, tmp_path
     assert copy.file_manager.read_manifest(4).ttl_stamps
     copy.close()
     assert os.path.isdir(str(tmp_path / "copy"))
+
+
+def test_checkpoint_format_v2_attempts_carry_the_stamps(new_store, clock):
+    s = new_store(ttl_ms=TTL, checkpoint_ids=True)
+    s.load(0)
+    s.apply_batch([kv(1), kv(2)])
+    clock.at(T0 + TTL // 2)
+    first = s.commit()
+    s.load(1, first.checkpoint_id)
+    s.apply_batch([kv(2, b"w")])                                   # runs at T0 + TTL / 2
+    clock.at(T0 + TTL + 1)
+    second = s.commit()
+    settle(s)
+    manifest = s.file_manager.read_manifest(2, second.checkpoint_id)
+    assert manifest.ttl_stamps and manifest.batch_time_ms == T0 + TTL // 2
+    other = new_store(instance_id="other-executor", ttl_ms=TTL, checkpoint_ids=True)
+    other.load(2, second.checkpoint_id)                            # runs at T0 + TTL + 1
+    assert contents(other) == {kv(2)[0]: b"w-2"}
