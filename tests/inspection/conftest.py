@@ -22,8 +22,8 @@ def backend(request) -> str:
     return request.param
 
 
-def open_store(ckpt: str, partition: int, instance: str, backend: str) -> Store:
-    spec = dataclasses.replace(make_spec(f"file:{ckpt}/state/0/{partition}", instance, backend=backend),
+def open_store(ckpt: str, partition: int, instance: str, backend: str, **settings) -> Store:
+    spec = dataclasses.replace(make_spec(f"file:{ckpt}/state/0/{partition}", instance, backend=backend, **settings),
                                partition_id=partition, num_partitions=PARTITIONS)
     return Store(spec, f"{ckpt}/../local")
 

@@ -12,7 +12,7 @@ from sparkstate.inspection.inspect import InspectReport
 from sparkstate.keygroups import key_group
 from sparkstate.storage.local import LocalFileIO
 
-from ..engine.conftest import backend_name, contents
+from ..engine.conftest import backend_name, contents, kv
 from .conftest import BATCHES, PARTITIONS, migrate_out_by_hand, open_store, pin_batch, write_v2_checkpoint
 
 
@@ -163,3 +163,41 @@ def test_an_unfinished_rescale_is_named_with_the_command_that_finishes_it(query,
     out = capsys.readouterr().out
     assert "unfinished rescale to 3 partitions" in out, out
     assert f"`sparkstate rescale --checkpoint {query} --partitions 3`" in out
+
+
+def test_with_idle_state_stamps_the_time_since_each_keys_last_write_is_shown(tmp_path, capsys, backend,
+                                                                              monkeypatch):
+    import time
+
+    from sparkstate.inspection.inspect import AGE_LABELS
+
+    from .conftest import write_log
+    now = {"ms": 1_700_000_000_000}
+    monkeypatch.setattr(time, "time", lambda: now["ms"] / 1000)
+    ckpt = str(tmp_path / "ckpt")
+    for p in range(PARTITIONS):
+        store = open_store(ckpt, p, f"w{p}", backend, ttl_ms=30 * 86_400_000)
+        # The wall clock moves on before each commit: by 2 days, 20 minutes, 30 seconds.
+        for batch, advance in enumerate((2 * 86_400_000, 20 * 60_000, 30_000)):
+            store.load(batch)
+            store.apply_batch([kv(100 * batch + 10 * p + i) for i in range(10)])
+            now["ms"] += advance
+            store.commit()
+        store.close()
+    for batch in range(3):
+        write_log(ckpt, "offsets", batch)
+        write_log(ckpt, "commits", batch)
+    code, out = _inspect(ckpt, capsys, "--json")
+    assert code == 0
+    ages = json.loads(out)["keyAges"]["0"]
+    # Version 3 is read at the time version 3 was committed. Each batch ran at the time the version before
+    # it was committed (batch 0: when it loaded), so its keys are 30 s (batch 2), 20 min 30 s (batch 1)
+    # and 2 days 20 min 30 s (batch 0) old.
+    assert ages["bins"] == list(AGE_LABELS)
+    assert dict(zip(ages["bins"], ages["keys"])) == {**{b: 0 for b in AGE_LABELS},
+                                                     "<= 1m": 20, "<= 1h": 20, "<= 7d": 20}
+    code, text = _inspect(ckpt, capsys)
+    assert "keys by time since their last write (idle-state stamps): <= 1m 20, <= 1h 20, <= 7d 20" in text
+    page = tmp_path / "page.html"
+    assert _inspect(ckpt, capsys, "--html", str(page))[0] == 0
+    assert "Time since each key" in page.read_text()

@@ -102,3 +102,7 @@ def _print(report, out: Output) -> None:
     for b in report.predicted:
         out.line(f"operator {b.operator_id}: after a rescale to {b.partitions} partitions: max {b.max}, mean "
                  f"{b.mean:.1f}, max/mean {b.skew:.2f} keys per partition")
+    from ..inspection.inspect import AGE_LABELS
+    for op, counts in sorted(report.key_ages.items()):
+        bins = ", ".join(f"{label} {n:,}" for label, n in zip(AGE_LABELS, counts) if n)
+        out.line(f"operator {op}: keys by time since their last write (idle-state stamps): {bins or 'none'}")

@@ -11,7 +11,7 @@ from html import escape
 from typing import Callable, Sequence
 
 from ..units import human_bytes
-from .inspect import Balance, InspectReport
+from .inspect import AGE_LABELS, Balance, InspectReport
 
 _CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; padding: 0 1em; max-width: 960px; color: #222; }
@@ -168,6 +168,11 @@ def render_html(report: InspectReport) -> str:
         out.append("<h2>Keys per partition</h2>")
         out.extend(_balance_chart(b, "now", _BLUE) for b in report.balance)
         out.extend(f'<p class="note">{escape(note)}</p>' for note in report.key_group_notes())
+    if report.key_ages:
+        out.append("<h2>Time since each key's last write</h2>")
+        out.extend(bar_chart(f"operator {op}: keys by time since their last write, at the batch time of the "
+                             "version shown", list(AGE_LABELS), counts, axis="time since the last write")
+                   for op, counts in sorted(report.key_ages.items()))
     if report.predicted:
         out.append(f"<h2>After a rescale to {report.predicted[0].partitions} partitions (predicted)</h2>")
         out.extend(_balance_chart(b, "predicted", _ORANGE) for b in report.predicted)

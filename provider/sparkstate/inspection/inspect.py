@@ -5,7 +5,9 @@ version shares with the one before it, from the manifests), and for one version 
 or the state after `--batch N`) the contents read through the engine's own `Store`: the number of keys,
 the live bytes (key + value), and the key group of every key. Key groups give the balance over the
 query's partitions and the balance a rescale to N partitions would give (`pmod(key group, N)`, the rule
-Spark routes by), before anything is rescaled.
+Spark routes by), before anything is rescaled. For a version whose values carry idle-state stamps (a query
+with a `ttl`), the time since each key's last write, at the batch time of the batch that reads the version:
+the distribution a user chooses a duration from.
 
 For a checkpoint of Spark's own providers (HDFS, RocksDB) only what the files say without Spark: the
 versions each partition retains, their files and bytes. Their contents take Spark's `statestore` source.
@@ -29,6 +31,7 @@ from ..checkpoint.operator_stores import operator_ids, stores_of_operator
 from ..checkpoint.spark_logs import SparkLogs
 from ..config import PREFIX, PROVIDER_CLASS, PROVIDER_CLASS_KEY
 from ..errors import CheckpointError, SparkstateError
+from ..engine.ttl import STAMP_BYTES
 from ..keygroups import KEY_GROUP_BYTES, partition_of
 from ..storage import FileIO
 from .unfinished import unfinished_rewrite
@@ -39,6 +42,10 @@ _STORE_RE = re.compile(r"^(\d+)/(\d+)(?:/(.+))?$")
 # Files of Spark's providers: HDFS `<v>.delta` / `<v>.snapshot`, RocksDB `<v>[_<id>].zip` / `.changelog`
 _SPARK_FILE_RE = re.compile(r"^(\d+)(?:_[0-9a-f-]+)?\.(delta|snapshot|zip|changelog)$")
 _KG_OFFSETS = np.arange(KEY_GROUP_BYTES, dtype=np.int64)
+# Upper bounds (ms) of the bins of the time since a key's last write; the last bin is open.
+AGE_BINS = (("1m", 60_000), ("10m", 600_000), ("1h", 3_600_000), ("6h", 21_600_000), ("1d", 86_400_000),
+            ("7d", 604_800_000), ("30d", 2_592_000_000))
+AGE_LABELS = tuple(f"<= {label}" for label, _ in AGE_BINS) + (f"> {AGE_BINS[-1][0]}",)
 
 
 @dataclass
@@ -84,6 +91,7 @@ class StoreFigures:
     live_bytes: int | None = None
     problem: str | None = None
     key_groups: np.ndarray | None = field(default=None, repr=False)  # one per key, not in reports
+    ages_ms: np.ndarray | None = field(default=None, repr=False)  # per key, with idle-state stamps only
 
     def figures_of(self, version: int | None) -> VersionFigures | None:
         return next((v for v in self.versions if v.version == version), None)
@@ -124,6 +132,7 @@ class InspectReport:
     balance: list[Balance] = field(default_factory=list)     # at the query's partition count
     predicted: list[Balance] = field(default_factory=list)   # at --partitions N
     largest_key_group: dict[int, tuple[int, int]] = field(default_factory=dict)  # op -> (group, keys)
+    key_ages: dict[int, list[int]] = field(default_factory=dict)  # op -> keys per AGE_LABELS bin
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -203,6 +212,7 @@ def inspect_checkpoint(checkpoint: str, fileio: FileIO, state_fileio: FileIO, st
                     progress(i + 1, len(rels))
         report.stores.sort(key=lambda s: (s.operator_id, s.partition_id, s.store_name))  # numeric: 0/2 before 0/10
         _balances(report, partitions)
+        _key_ages(report)
     else:
         report.stores = _spark_provider_stores(fileio, checkpoint)
         if report.stores:
@@ -290,14 +300,19 @@ def _read_contents(report: InspectReport, figures: StoreFigures, scratch: str, s
         "numPartitions": report.num_partitions or 1, "minVersionsToRetain": 1 << 30,
         "settings": settings, "hadoopS3a": s3a})
     store = Store(spec, local_root=scratch)
-    groups, live, keys = [], 0, 0
+    groups, ages, live, keys = [], [], 0, 0
     try:
         store.load(figures.version, figures.checkpoint_id)  # type: ignore[arg-type]
-        for chunk in store.scan(b"", SCAN_ROWS, SCAN_BYTES):
+        stamps = store.stored_stamps()
+        # With stamps: every stored entry (expired ones not deleted yet too), its stamp read off its value.
+        for chunk in store.scan(b"", SCAN_ROWS, SCAN_BYTES, as_stored=stamps.stamped):
             key_list = [k for k, _ in chunk]
             lens = np.fromiter(map(len, key_list), dtype=np.int64, count=len(key_list))
-            live += int(lens.sum()) + sum(len(v) for _, v in chunk)
+            live += int(lens.sum()) + sum(len(v) for _, v in chunk) - (STAMP_BYTES * len(chunk) if stamps.stamped else 0)
             keys += len(chunk)
+            if stamps.stamped:
+                stamped = np.frombuffer(b"".join(v[:STAMP_BYTES] for _, v in chunk), dtype=">u8").astype(np.int64)
+                ages.append(stamps.batch_time_ms - stamped)
             starts = np.zeros(len(key_list), dtype=np.int64)
             np.cumsum(lens[:-1], out=starts[1:])
             buf = np.frombuffer(b"".join(key_list), dtype=np.uint8)
@@ -306,6 +321,17 @@ def _read_contents(report: InspectReport, figures: StoreFigures, scratch: str, s
         store.close()
     figures.keys, figures.live_bytes = keys, live
     figures.key_groups = np.concatenate(groups) if groups else np.zeros(0, dtype=np.int64)
+    if stamps.stamped:
+        figures.ages_ms = np.concatenate(ages) if ages else np.zeros(0, dtype=np.int64)
+
+
+def _key_ages(report: InspectReport) -> None:
+    """Per operator with stamps: its keys counted by time since their last write (AGE_LABELS)."""
+    edges = np.array([limit for _, limit in AGE_BINS], dtype=np.int64)
+    for op in sorted({s.operator_id for s in report.stores if s.ages_ms is not None}):
+        ages = np.concatenate([s.ages_ms for s in report.stores if s.operator_id == op and s.ages_ms is not None])
+        bins = np.searchsorted(edges, ages, side="left")  # age <= edge i -> bin i
+        report.key_ages[op] = np.bincount(bins, minlength=len(AGE_LABELS)).tolist()
 
 
 def _single_partition(report: InspectReport, op: int) -> bool:
@@ -396,6 +422,7 @@ def report_document(report: InspectReport) -> dict[str, Any]:
         "balance": [_balance_doc(b) for b in report.balance],
         "predicted": [_balance_doc(b) for b in report.predicted],
         "largestKeyGroup": {str(op): {"keyGroup": g, "keys": n} for op, (g, n) in report.largest_key_group.items()},
+        "keyAges": {str(op): {"bins": list(AGE_LABELS), "keys": n} for op, n in report.key_ages.items()},
     }
 
 
