@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.master("local[2]").appName("sparkstate-ttl-growth")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "3")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "3")
                .config("spark.sql.streaming.numRecentProgressUpdates", str(args.batches + 10))
                .config("spark.sql.adaptive.enabled", "false"))
     spark = sparkstate.configure(builder).getOrCreate()
