@@ -7,8 +7,9 @@ Layout of a stamped value (every value of a version whose manifest says `ttlStam
     byte 8..    the value as Spark wrote it
 
 A key is expired in a batch running at time T when `T - stamp > ttl`, that is when `stamp < T - ttl`.
-Big-endian stamps order as bytes, and a stamped value is longer than its stamp, so the test is one bytes
-comparison of the whole value with `u64be(T - ttl)`: no slice, no unpacking.
+Big-endian stamps order as bytes, and a stamped value starts with its stamp (a value equal to `u64be(T - ttl)`
+in its first 8 bytes compares as not less), so the test is one bytes comparison of the whole value with
+`u64be(T - ttl)`: no slice, no unpacking.
 """
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ import struct
 import time
 from typing import Sequence
 
+from ..checkpoint import Manifest
 from ..config import PREFIX, format_duration
 from ..errors import ConfigError
-from ..checkpoint import Manifest
 from .backend_contract import Backend, CommitStamps, Cursor, SnapshotOutcome, SnapshotResources
 
 STAMP = struct.Struct(">Q")
