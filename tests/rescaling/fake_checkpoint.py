@@ -52,10 +52,11 @@ class FakeCheckpoint:
     state: dict[tuple[int, str], dict[bytes, bytes]] = field(default_factory=dict)
     single: set = field(default_factory=set)
     join_ops: list = field(default_factory=list)
+    settings: dict = field(default_factory=dict)  # more sparkstate settings, short keys ("ttl": "30d")
 
     @property
     def settings_conf(self) -> dict[str, str]:
-        return {PREFIX + "backend": self.backend}
+        return {PREFIX + "backend": self.backend, **{PREFIX + k: v for k, v in self.settings.items()}}
 
     def store_dir(self, op: int, part: int, name: str) -> str:
         base = os.path.join(self.path, "state", str(op), str(part))
@@ -68,17 +69,13 @@ class FakeCheckpoint:
             "valueSchema": "{}", "numColsPrefixKey": 0, "numPartitions": self.partitions,
             "minVersionsToRetain": 100, "settings": self.settings_conf})
 
-    def read_store(self, op: int, part: int, name: str, version: int, local_root: str) -> dict[bytes, bytes]:
+    def read_store(self, op: int, part: int, name: str, version: int, local_root: str,
+                   as_stored: bool = False) -> dict[bytes, bytes]:
+        """The entries of a store version (`as_stored`: values with their idle-state stamps)."""
         store = Store(self.spec(op, part, name, f"read-{op}-{part}-{name}-{version}"), local_root=local_root)
         try:
             store.load(version)
-            cursor = store.open_cursor(b"")
-            out: dict[bytes, bytes] = {}
-            done = False
-            while not done:
-                chunk, done = cursor.next_chunk(10_000, 1 << 24)
-                out.update(chunk)
-            return out
+            return {k: v for chunk in store.scan(b"", 10_000, 1 << 24, as_stored=as_stored) for k, v in chunk}
         finally:
             store.close()
 
@@ -90,11 +87,12 @@ def _write(path: str, data: bytes) -> None:
 
 
 def build(path: str, partitions: int, backend: str, local_root: str, seed: int = 1,
-          provider: str = PROVIDER_CLASS, operators: tuple[str, ...] = ("agg", "join", "global")) -> FakeCheckpoint:
+          provider: str = PROVIDER_CLASS, operators: tuple[str, ...] = ("agg", "join", "global"),
+          settings: dict | None = None) -> FakeCheckpoint:
     """Batch 0 committed; every store at version 1. Operators: an aggregation (op 0), a join (op 1), a
     global aggregation (op 2), in that order of ids as listed."""
     rng = random.Random(seed)
-    ck = FakeCheckpoint(path, partitions, backend)
+    ck = FakeCheckpoint(path, partitions, backend, settings=dict(settings or {}))
     conf = {"spark.sql.streaming.stateStore.providerClass": provider, "spark.sql.shuffle.partitions": str(partitions),
             "spark.sql.streaming.join.stateFormatVersion": "2"}
     meta = {"batchWatermarkMs": 0, "batchTimestampMs": 1700000000000, "conf": conf}

@@ -50,14 +50,14 @@ def offline_rescale(ck: fake.FakeCheckpoint, n: int) -> list[dict]:
         lock.release()
 
 
-def new_state(ck: fake.FakeCheckpoint, n: int, version: int, local_root: str) -> dict:
+def new_state(ck: fake.FakeCheckpoint, n: int, version: int, local_root: str, as_stored: bool = False) -> dict:
     """(op, store) -> union of all new partitions' entries, checking each entry's partition."""
     out: dict = {}
     for (op, name) in ck.state:
         merged: dict[bytes, bytes] = {}
         parts = [0] if op in ck.single else range(n)
         for part in parts:
-            entries = ck.read_store(op, part, name, version, local_root)
+            entries = ck.read_store(op, part, name, version, local_root, as_stored)
             for key in entries:
                 assert op in ck.single or int.from_bytes(key[:4], "big", signed=True) % n == part
             assert not (merged.keys() & entries.keys())
@@ -106,6 +106,21 @@ def test_rescale_moves_every_entry_to_its_new_partition(tmp_path, backend, old, 
     assert verify_routing(plan, new, 2) > 0
     manifest = open(os.path.join(ck.store_dir(0, new - 1, "default"), "sparkstate", "manifests", "2.manifest"), "rb").read()
     assert f'"backend":"{backend}"'.encode() in manifest
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_idle_state_stamps_move_with_their_entries(tmp_path, backend):
+    local = str(tmp_path / "local")
+    ck = fake.build(str(tmp_path / "ck"), 4, backend, local, operators=("agg", "global"), settings={"ttl": "3650d"})
+    stamped = new_state(ck, 4, 1, local, as_stored=True)
+    assert all(len(v) == len(ck.state[op][k]) + 8 for op, entries in stamped.items() for k, v in entries.items())
+    offline_rescale(ck, 7)
+    assert new_state(ck, 7, 2, local, as_stored=True) == stamped  # every key keeps its last-write time
+    assert new_state(ck, 7, 2, local) == ck.state
+    for part in range(7):
+        manifest = open(os.path.join(ck.store_dir(0, part, "default"), "sparkstate", "manifests", "2.manifest"),
+                        "rb").read()
+        assert b'"ttlStamps":true' in manifest
 
 
 def test_source_partitions_cover_exactly_the_possible_key_groups():

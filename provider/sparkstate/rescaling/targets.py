@@ -12,13 +12,14 @@ instance directory (`InstanceLayout`), deleted by `close`.
 """
 from __future__ import annotations
 
+import dataclasses
 from itertools import chain
 from operator import itemgetter
 from typing import Sequence
 
 import numpy as np
 
-from ..engine.backend_contract import BackendContext, BulkLoader, SnapshotOutcome
+from ..engine.backend_contract import BackendContext, BulkLoader, CommitStamps, SnapshotOutcome
 from ..engine.backend_registry import bulk_loader_for
 from ..engine.local_layout import InstanceLayout
 from ..engine.snapshot_runner import run_snapshot
@@ -68,11 +69,26 @@ def pick(rows: Rows, indexes: np.ndarray) -> Rows:
 
 class Target:
     """One new store being built: `add` the rows of one old partition (in key order, with their key +
-    value bytes), `end_source`, the same for the next old partition; then `commit` once, and `close`."""
+    value bytes, as stored), `end_source`, the same for the next old partition; then `commit` once, and
+    `close`. The rows keep their idle-state stamps (engine/ttl.py): each old partition says whether its
+    values carry them (`take_stamps`), and the new version declares the same, with the latest batch time."""
 
-    def __init__(self, loader: BulkLoader, layout: InstanceLayout) -> None:
-        self.loader, self.layout = loader, layout
+    def __init__(self, loader: BulkLoader, layout: InstanceLayout, ctx: BackendContext, label: str) -> None:
+        self.loader, self.layout, self.ctx, self.label = loader, layout, ctx, label
         self.rows = self.data_bytes = 0
+        self._stamps: CommitStamps | None = None
+
+    def take_stamps(self, old: int, stamps: CommitStamps) -> None:
+        """Old partition `old`'s values carry idle-state stamps or not, as `stamps` says."""
+        if self._stamps is None:
+            self._stamps = dataclasses.replace(stamps)
+            return
+        if stamps.stamped != self._stamps.stamped:
+            raise RescaleError(f"{self.label} old partition {old}: its values {'carry' if stamps.stamped else 'lack'} "
+                               "idle-state stamps and those of another old partition do not; run one batch of the "
+                               "query (which stamps every store alike), then rescale")
+        times = [t for t in (stamps.batch_time_ms, self._stamps.batch_time_ms) if t is not None]
+        self._stamps.batch_time_ms = max(times) if times else None
 
     def add(self, old: int, rows: Rows, nbytes: int) -> None:
         self.loader.add(old, rows)
@@ -84,6 +100,8 @@ class Target:
         self.loader.end_source(old)
 
     def commit(self, version: int) -> SnapshotOutcome:
+        if self._stamps is not None:  # what the commit's manifest declares (BackendContext.stamps)
+            self.ctx.stamps.stamped, self.ctx.stamps.batch_time_ms = self._stamps.stamped, self._stamps.batch_time_ms
         outcome, _ = run_snapshot(self.loader.finish(), version)
         return outcome
 
@@ -92,5 +110,5 @@ class Target:
         self.layout.delete_all()
 
 
-def new_target(backend_name: str, ctx: BackendContext, layout: InstanceLayout) -> Target:
-    return Target(bulk_loader_for(backend_name, ctx), layout)
+def new_target(backend_name: str, ctx: BackendContext, layout: InstanceLayout, label: str) -> Target:
+    return Target(bulk_loader_for(backend_name, ctx), layout, ctx, label)

@@ -144,7 +144,7 @@ def _new_target(plan: Plan, store: StorePlan, part: int, root: str, staging_io: 
     ids = CommitIds(str(uuid.uuid4())) if plan.checkpoint_ids else CommitIds()  # format v2: a new attempt
     ctx = BackendContext(settings=spec.settings, layout=layout, file_manager=fm, instance_id=spec.instance_id,
                          query_run_id=spec.query_run_id, store=spec.identity(), commit_ids=ids)
-    return new_target(plan.backend, ctx, layout)
+    return new_target(plan.backend, ctx, layout, f"{store.label} new partition {part}")
 
 
 def _build_stores(plan: Plan, store: StorePlan, parts: list[int], sources: list[int], root: str,
@@ -175,7 +175,10 @@ def _copy_from(plan: Plan, store: StorePlan, old: int, root: str, targets: dict[
     n_new, n_old = plan.new_partitions, plan.old_partitions
     try:
         reader.load(plan.source_version, plan.source_checkpoint_id(store, old))
-        for chunk in reader.scan(b"", CHUNK_ROWS, CHUNK_BYTES):
+        stamps = reader.stored_stamps()
+        for target in targets.values():
+            target.take_stamps(old, stamps)
+        for chunk in reader.scan(b"", CHUNK_ROWS, CHUNK_BYTES, as_stored=True):  # idle-state stamps kept
             if store.single_partition:
                 targets[0].add(old, chunk, data_bytes(chunk))
                 continue
