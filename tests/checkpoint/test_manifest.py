@@ -19,6 +19,16 @@ def test_round_trip():
     assert m.total_bytes == 1234 + 16
 
 
+def test_a_version_with_idle_state_stamps_is_format_v2_so_a_reader_of_v1_refuses_it():
+    from dataclasses import replace
+
+    m = replace(sample(), ttl_stamps=True, batch_time_ms=1700000000000)
+    raw = m.to_bytes()
+    assert raw.startswith(b"SPARKSTATE-MANIFEST v2 crc32=") and b'"formatVersion":2' in raw
+    assert Manifest.from_bytes(raw, "x") == m
+    assert sample().to_bytes().startswith(b"SPARKSTATE-MANIFEST v1 ")
+
+
 @pytest.mark.parametrize("mutate", [
     lambda r: r[:-5],                                        # truncated body
     lambda r: r[:20],                                        # truncated header

@@ -10,7 +10,7 @@ before it is parsed; a later format bumps `v1` and readers refuse versions they 
 
 Body fields:
 
-    formatVersion     1
+    formatVersion     1, or 2 when ttlStamps (the header's version too: a reader of v1 only refuses it)
     version           the store version this manifest commits (int >= 0)
     backend           "rocksdb"
     numKeys           exact number of keys in the version
@@ -58,7 +58,10 @@ from typing import Any
 from ..errors import CorruptCheckpointError
 
 MAGIC = b"SPARKSTATE-MANIFEST"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1          # a version whose values are as Spark gave them
+STAMPED_FORMAT_VERSION = 2  # a version whose values carry idle-state stamps (ttlStamps): a reader that
+                            # knows only v1 refuses it rather than read stamps as the values' first bytes
+READABLE_FORMATS = (FORMAT_VERSION, STAMPED_FORMAT_VERSION)
 
 
 @dataclass(frozen=True)
@@ -150,12 +153,17 @@ class Manifest:
     # ---- encoding -------------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
         body = json.dumps(self._body(), sort_keys=True, separators=(",", ":")).encode("utf-8")
-        header = b"%s v%d crc32=%08x len=%d\n" % (MAGIC, FORMAT_VERSION, zlib.crc32(body), len(body))
+        header = b"%s v%d crc32=%08x len=%d\n" % (MAGIC, self.written_format, zlib.crc32(body), len(body))
         return header + body
+
+    @property
+    def written_format(self) -> int:
+        """The format this manifest is written in: v2 exactly when its values carry stamps."""
+        return STAMPED_FORMAT_VERSION if self.ttl_stamps else FORMAT_VERSION
 
     def _body(self) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "formatVersion": FORMAT_VERSION,
+            "formatVersion": self.written_format,
             "version": self.version,
             "backend": self.backend,
             "numKeys": self.num_keys,
@@ -251,9 +259,10 @@ def check_header(raw: bytes, source: str) -> bytes:
         length = int(parts[3].removeprefix(b"len="))
     except ValueError:
         raise CorruptCheckpointError(f"manifest {source} has a malformed header {raw[:nl][:80]!r}") from None
-    if fmt != FORMAT_VERSION:
+    if fmt not in READABLE_FORMATS:
         raise CorruptCheckpointError(
-            f"manifest {source} has format v{fmt}; this sparkstate reads v{FORMAT_VERSION} (newer writer?)")
+            f"manifest {source} has format v{fmt}; this sparkstate reads "
+            f"{' and '.join(f'v{f}' for f in READABLE_FORMATS)} (newer writer?)")
     body = raw[nl + 1:]
     if len(body) != length:
         raise CorruptCheckpointError(
