@@ -3,8 +3,8 @@
 Long-running work (frames handled, files moved, records restored or written) calls `tick()` as it goes;
 the worker's heartbeat thread publishes the count next to its beat (worker/heartbeat.py), and the shim's
 watchdog kills a worker only when a call has been in flight and the count has not moved for
-`workerStallTimeoutMs` (docs/architecture.md §5, "Liveness"). A tick is one integer add under the GIL: cheap
-enough for once per frame or per file, not meant for once per key.
+`workerStallTimeoutMs` (docs/internals/workers.md, "Liveness"). A tick is one integer add under the
+GIL: cheap enough for once per frame or per file, not meant for once per key.
 
 Imports nothing of the package, so every layer (storage included) may tick.
 """

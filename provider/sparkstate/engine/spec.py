@@ -1,4 +1,4 @@
-"""StoreSpec: what the worker's `open` call says about a store (docs/architecture.md §6)."""
+"""StoreSpec: what the worker's `open` call says about a store (docs/internals/bridge.md, "Control calls")."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ from ..errors import ConfigError
 
 @dataclass(frozen=True)
 class StoreSpec:
-    """What the worker's `open` call says about a store (architecture.md §6)."""
+    """What the worker's `open` call says about a store (docs/internals/bridge.md, "Control calls")."""
 
     checkpoint_location: str
     operator_id: int

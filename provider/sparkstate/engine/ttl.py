@@ -1,5 +1,5 @@
 """Idle-state expiry: values stamped with the batch time of their last write, read through a wrapper that
-hides expired keys, and deleted a bounded slice at a time (docs/architecture.md, "Idle-state expiry").
+hides expired keys, and deleted a bounded slice at a time (docs/internals/engine.md, "Idle-state expiry").
 
 Layout of a stamped value (every value of a version whose manifest says `ttlStamps`)::
 

@@ -1,8 +1,8 @@
 """The py4j-facing control object: the JVM calls these methods (interface io.sparkstate.WorkerControl).
 
-Arguments and results are JSON strings (docs/architecture.md §6). py4j runs each call on one of its own
-threads, so these methods may run concurrently with the data server thread; the engine's per-store lock
-orders them.
+Arguments and results are JSON strings (docs/internals/bridge.md, "Control calls"). py4j runs each call
+on one of its own threads, so these methods may run concurrently with the data server thread; the
+engine's per-store lock orders them.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Data-channel frames shared by the socket and py4j transports (docs/architecture.md §7).
+"""Data-channel frames shared by the socket and py4j transports (docs/internals/bridge.md, "Data frames").
 
 All integers are little-endian int32 (`<i`), matching the shim's ByteBuffer order.
 
@@ -47,7 +47,7 @@ KNOWN_OPS = frozenset({OP_BATCH, OP_GET, OP_SCAN_OPEN, OP_SCAN_NEXT, OP_SCAN_CLO
 # at 256 KiB; one record can exceed that only with a value of that size), and a bound on what a bad
 # header can make the worker wait for or allocate.
 MAX_PAYLOAD = 256 << 20
-# Every storage key starts with its key group (docs/architecture.md §3).
+# Every storage key starts with its key group (docs/internals/keys.md, "Keys and key groups").
 KEY_GROUP_BYTES = 4
 
 HEADER = struct.Struct("<Bii")

@@ -1,13 +1,13 @@
 """The shared-memory data channel (transport `shm`): the same frames as the socket, without a syscall per get.
 
 Why: on the 2-vCPU machines we measure on, a get over the Unix socket costs two context switches and four
-syscalls, ~15-18 us of CPU per round trip (docs/architecture.md §8), more than half of what
-Spark's RocksDB provider spends on a whole row. Here the JVM writes its frames into a segment both
+syscalls, ~15-18 us of CPU per round trip (docs/internals/bridge.md, "transport=shm"), more than half
+of what Spark's RocksDB provider spends on a whole row. Here the JVM writes its frames into a segment both
 processes map, bumps a sequence number, and the worker, which waits by yielding its CPU instead of
 sleeping in the kernel, answers in the same segment. The socket stays open as a doorbell for a worker
 that has gone to sleep (no request for SPIN_NS) and to carry the attach handshake.
 
-Segment layout (little-endian; offsets in bytes; docs/architecture.md §8):
+Segment layout (little-endian; offsets in bytes; docs/internals/bridge.md, "transport=shm"):
 
     0    i64 request seq      JVM: bumped after the request bytes and fields below are written
     8    i32 request length

@@ -6,9 +6,10 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * A worker inside the executor's embedded interpreter (transport=embedded): a store registry and the
- * same Python control object a worker process serves over py4j, reached through Jep. There is no process
- * and no socket, so a get costs a function call instead of two context switches (docs/architecture.md §9).
+ * A worker inside the executor's embedded interpreter (transport=embedded): a store registry and the same
+ * Python control object a worker process serves over py4j, reached through Jep. There is no process and no
+ * socket, so a get costs a function call instead of two context switches
+ * (docs/internals/bridge.md, "transport=embedded").
  */
 final class EmbeddedWorker extends Worker {
   private static final Logger LOG = LoggerFactory.getLogger(EmbeddedWorker.class);

@@ -17,7 +17,7 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.Platform;
 
 /**
- * Turns key rows into storage keys and back (docs/architecture.md §3):
+ * Turns key rows into storage keys and back (docs/internals/keys.md, "Keys and key groups"):
  * {@code kg (i32 big-endian) + body}, where {@code kg} is the hash Spark's own shuffle computes over the
  * store's partition-key columns and the body is the key row (NoPrefix) or
  * {@code u32be(len(prefixRow)) + prefixRow + keyRow} (PrefixKeyScan). Values are plain UnsafeRow bytes.

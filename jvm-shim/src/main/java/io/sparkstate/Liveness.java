@@ -3,9 +3,9 @@ package io.sparkstate;
 import java.util.Locale;
 
 /**
- * The watchdog's judgement of one worker process (docs/architecture.md §5, "Liveness"). The worker keeps two
- * counters in a shared file: its heartbeat, bumped by a thread of its own every interval, and its progress,
- * bumped by the store's work (frames handled, files moved, records restored). The worker is
+ * The watchdog's judgement of one worker process (docs/internals/workers.md, "Liveness"). The worker keeps
+ * two counters in a shared file: its heartbeat, bumped by a thread of its own every interval, and its
+ * progress, bumped by the store's work (frames handled, files moved, records restored). The worker is
  * <ul>
  *   <li><b>hung</b> when its heartbeat has not moved for the heartbeat timeout: the process is stopped,
  *   frozen, or a native call holds the interpreter lock;</li>

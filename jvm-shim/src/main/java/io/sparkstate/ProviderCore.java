@@ -88,7 +88,7 @@ final class ProviderCore {
     }
   }
 
-  /** The state partition count Spark routes with; see docs/architecture.md §3. */
+  /** The state partition count Spark routes with; see docs/internals/keys.md, "Keys and key groups". */
   private static int readNumPartitions(Configuration conf) {
     String internal = conf.get(INTERNAL_PARTITIONS_KEY);
     String shuffle = conf.get(SHUFFLE_PARTITIONS_KEY);

@@ -1,10 +1,10 @@
 package io.sparkstate;
 
 /**
- * Control calls into a Python worker (docs/architecture.md §6). Implemented in Python as a py4j callback
- * object; arguments and results are JSON strings except {@link #data}. A Python error arrives as a
- * {@code py4j.Py4JException} carrying the Python message; a dead connection as
- * {@code py4j.Py4JNetworkException}.
+ * Control calls into a Python worker (docs/internals/bridge.md, "Control calls"). Implemented in Python as a
+ * py4j callback object; arguments and results are JSON strings except {@link #data}. A Python error arrives
+ * as a {@code py4j.Py4JException} carrying the Python message; a dead connection as {@code
+ * py4j.Py4JNetworkException}.
  */
 public interface WorkerControl {
   /** {@code {"pid", "python", "version"}}. */

@@ -28,10 +28,10 @@ import py4j.CallbackClient;
 import py4j.GatewayServer;
 
 /**
- * One {@code python -m sparkstate.worker} process and everything tied to its life: its private py4j
- * gateway, its private directory (stderr log, data socket, heartbeat file), its control proxy and its data
- * channel. Start-up follows docs/architecture.md §4. A worker is marked dead when its process exits, a
- * transport call fails, or {@link WorkerWatchdog} finds it hung or stuck; it is never used again.
+ * One {@code python -m sparkstate.worker} process and everything tied to its life: its private py4j gateway,
+ * its private directory (stderr log, data socket, heartbeat file), its control proxy and its data channel.
+ * Start-up follows docs/internals/workers.md, "Worker processes". A worker is marked dead when its process
+ * exits, a transport call fails, or {@link WorkerWatchdog} finds it hung or stuck; it is never used again.
  *
  * <p>Heartbeat file ({@code <dir>/heartbeat}, little-endian, written by the worker's heartbeat thread,
  * read here): {@code i64 beats} at offset 0 (bumped every interval), {@code i64 progress} at offset 8

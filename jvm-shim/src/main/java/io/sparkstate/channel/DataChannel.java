@@ -3,10 +3,10 @@ package io.sparkstate.channel;
 import java.util.List;
 
 /**
- * The data path to one worker (docs/architecture.md §7): puts and removes are buffered and sent as BATCH
- * frames without a round trip; gets, scans and SYNC are synchronous. One channel belongs to the worker and
- * is used by one leasing task at a time; implementations are nonetheless synchronized so a stray second
- * thread of the same task cannot interleave frames.
+ * The data path to one worker (docs/internals/bridge.md, "Data frames"): puts and removes are buffered and
+ * sent as BATCH frames without a round trip; gets, scans and SYNC are synchronous. One channel belongs to the
+ * worker and is used by one leasing task at a time; implementations are nonetheless synchronized so a stray
+ * second thread of the same task cannot interleave frames.
  */
 public interface DataChannel extends AutoCloseable {
   /** Buffers a put; {@code key} and {@code value} are owned by the channel from now on. */

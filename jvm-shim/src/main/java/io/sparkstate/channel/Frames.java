@@ -3,8 +3,8 @@ package io.sparkstate.channel;
 import java.nio.ByteBuffer;
 
 /**
- * Codes and layout of the binary data frames (docs/architecture.md §7), kept in one place so the JVM and
- * Python sides can be checked against a single table.
+ * Codes and layout of the binary data frames (docs/internals/bridge.md, "Data frames"), kept in one place so
+ * the JVM and Python sides can be checked against a single table.
  *
  * <pre>
  * request : u8 op | i32 handle | i32 len | payload[len]            (little-endian)

@@ -21,9 +21,10 @@ import java.util.concurrent.locks.LockSupport;
 import java.util.function.BooleanSupplier;
 
 /**
- * Transport {@code shm}: the socket's frames, exchanged through a segment both processes map, so a get
- * costs no syscall and, when the worker's thread takes turns with ours on one CPU, no sleep in the kernel
- * (docs/architecture.md §8; the layout is documented once, in {@code sparkstate/worker/shm_channel.py}).
+ * Transport {@code shm}: the socket's frames, exchanged through a segment both processes map, so a get costs
+ * no syscall and, when the worker's thread takes turns with ours on one CPU, no sleep in the kernel
+ * (docs/internals/bridge.md, "transport=shm"; the layout is documented once, in
+ * {@code sparkstate/worker/shm_channel.py}).
  *
  * <p>Each publish copies the queued frames into the request area and bumps the request seq; the worker
  * answers every publish by setting the response seq. While we wait we yield the CPU (to the worker, when it

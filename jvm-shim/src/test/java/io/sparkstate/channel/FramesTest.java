@@ -10,7 +10,10 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 
-/** Frame encoding and response decoding of FramedDataChannel (docs/architecture.md §7), without a worker. */
+/**
+ * Frame encoding and response decoding of FramedDataChannel (docs/internals/bridge.md, "Data frames"),
+ * without a worker.
+ */
 public final class FramesTest {
   /** Records every frame it is handed and answers sync frames with a prepared response. */
   static final class Recording extends FramedDataChannel {
