@@ -32,7 +32,7 @@ final class Frames {
   static final int ABSENT = -1;
   /** First int of an error response. */
   static final int ERROR = -2;
-  /** Pending BATCH records are flushed once they reach this many bytes (bridge-costs.md §4.1). */
+  /** Pending BATCH records are flushed once they reach this many bytes (docs/internals/bridge.md, "Data frames"). */
   static final int FLUSH_BYTES = 256 * 1024;
 
   private Frames() {}
