@@ -27,8 +27,8 @@ import sparkstate
 
 pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="a sparkstate setting")
 
-TTL_S = 30
-PAUSE_S = 45  # a pause longer than the ttl, with room for slow batches on either side
+TTL_S = 40
+PAUSE_S = 60  # a pause longer than the ttl, with room for slow batches on either side
 SCHEMA = StructType([StructField("k", StringType()), StructField("v", LongType())])
 # One file per batch; PAUSE_S passes after batch 1. Batch 2 still runs at the time batch 1 committed, so its
 # writes are stamped before the pause, and batch 3's after it.
@@ -120,6 +120,14 @@ def _counting_fn():
     return counting
 
 
+def _start_python_workers(spark) -> None:
+    """Start the Python workers (pandas imported) before the timed runs: a first pandas UDF on a cold,
+    loaded machine has held one partition's batch 0 for 25 s, spreading the partitions' batch 0 times
+    beyond what the durations leave."""
+    groups = spark.range(8).withColumn("g", F.col("id") % 4).groupBy("g")
+    groups.applyInPandas(lambda pdf: pdf, "id long, g long").collect()
+
+
 def _query(source: InputDir, kind: str):
     """The query of `kind`; its sink gets rows shaped as `_as_reference_rows` expects."""
     stream = source.stream()
@@ -170,6 +178,7 @@ def test_expiry_matches_the_rule_over_recorded_batch_times(spark, variant, tmp_p
     sinks = {kind: BatchCollector() for kind in kinds}
     progress: dict[str, list] = {kind: [] for kind in kinds}
     phases = (range(0, PAUSE_AFTER + 1), range(PAUSE_AFTER + 1, len(BATCHES)))
+    _start_python_workers(spark)
     with session_conf(spark, {PREFIX + "ttl": f"{TTL_S}s",
                               "spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
         for phase in phases:
