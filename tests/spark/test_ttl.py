@@ -1,6 +1,6 @@
-"""Idle-state expiry in real queries: an aggregation and a dropDuplicates with a ttl give, batch after batch,
-what a reference computes in Python with the same rule from the batch times the checkpoint records. Every
-batch is its own run of the query (a stop and a restart from the checkpoint).
+"""Idle-state expiry in real queries: each stateful operator with a ttl gives, batch after batch, what a
+reference computes in Python with the same rule from the batch times the checkpoint records. Every batch is
+its own run of the query (a stop and a restart from the checkpoint).
 
 The rule: batch b runs at time T(b), the clock of the version it loads (`Manifest.clock_ms`; batch 0: the
 `batchTimeMs` version 1 records). A key last written by a batch that ran at time t is expired in batch b
@@ -13,65 +13,83 @@ from __future__ import annotations
 import os
 import time
 
+import pandas as pd
 import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from conftest import selected_provider
 from spark_harness import (PREFIX, AggregationCase, BatchCollector, InputDir, run_available_now,
                            run_available_now_progress, session_conf)
 
+import sparkstate
+
 pytestmark = pytest.mark.skipif(selected_provider() != "sparkstate", reason="a sparkstate setting")
 
-TTL_S = 30
-PAUSE_S = 45  # a pause longer than the ttl, with room for slow batches on either side
+TTL_S = 40
+PAUSE_S = 60  # a pause longer than the ttl, with room for slow batches on either side
 SCHEMA = StructType([StructField("k", StringType()), StructField("v", LongType())])
 # One file per batch; PAUSE_S passes after batch 1. Batch 2 still runs at the time batch 1 committed, so its
 # writes are stamped before the pause, and batch 3's after it.
 BATCHES = [["a", "b", "c", "d"], ["a", "a"], ["b"], ["c"], ["a", "b", "c", "d", "e"]]
 PAUSE_AFTER = 1
+# The operators, each with the rule it follows: "count" (a running count per key: an expired key counts
+# again from its next row; the sink gets the keys the batch wrote), "complete" (the same counts; the sink
+# gets every key the state holds: Spark refuses update mode for session windows, with or without a
+# watermark, and complete mode also checks that scans hide expired keys) or "dedup" (a key is emitted when
+# it is not in the state: an expired key is emitted again; the operator writes a key only when it emits it).
+RULES = {"count": "count", "dedup": "dedup", "session": "complete", "pandas": "count", "dedupww": "dedup"}
+# The event time of every row of the session window and dropDuplicatesWithinWatermark queries (seconds):
+# a constant, so every batch's rows fall into a key's one session (or one watermark interval).
+EVENT_S = 1_767_225_600  # 2026-01-01T00:00:00Z
+SESSION_GAP_S = 600
 # What the rule gives when batches take seconds: batch 3 runs after the pause, where a, b, c and d have
 # been idle for longer than the ttl (c is read there and starts again; a, b and d are deleted unread, the
 # metric's 3); in batch 4 only c, written by batch 3, is still alive.
 SCENARIO = {"count": [[("a", 1), ("b", 1), ("c", 1), ("d", 1)], [("a", 3)], [("b", 2)], [("c", 1)],
                       [("a", 1), ("b", 1), ("c", 2), ("d", 1), ("e", 1)]],
+            "complete": [[("a", 1), ("b", 1), ("c", 1), ("d", 1)], [("a", 3), ("b", 1), ("c", 1), ("d", 1)],
+                         [("a", 3), ("b", 2), ("c", 1), ("d", 1)], [("c", 1)],
+                         [("a", 1), ("b", 1), ("c", 2), ("d", 1), ("e", 1)]],
             "dedup": [[("a",), ("b",), ("c",), ("d",)], [], [], [("c",)], [("a",), ("b",), ("d",), ("e",)]]}
 
 
-def _batch_times(checkpoint: str, batches: int) -> list[list[int]]:
-    """Per batch, the batch time each partition's store of operator 0 ran it at (from the manifests)."""
+def _batch_times(checkpoint: str, batch_ids: list[int]) -> list[list[int]]:
+    """Per batch of `batch_ids`, the batch time each partition's store of operator 0 ran it at (from the
+    manifests: batch b loads version b; batch 0 runs at the `batchTimeMs` of version 1). A partition
+    without the version (one a rescale removed, or one it added) has no time for that batch."""
     from sparkstate.checkpoint import Manifest
 
     root = os.path.join(checkpoint, "state", "0")
-    times: list[list[int]] = [[] for _ in range(batches)]
+    times: list[list[int]] = [[] for _ in batch_ids]
     for part in sorted(os.listdir(root), key=lambda n: (not n.isdigit(), n)):
         manifests = os.path.join(root, part, "sparkstate", "manifests")
         if not part.isdigit() or not os.path.isdir(manifests):
             continue
-
-        def manifest(v: int) -> Manifest:
-            path = os.path.join(manifests, f"{v}.manifest")
+        for i, b in enumerate(batch_ids):
+            path = os.path.join(manifests, f"{max(b, 1)}.manifest")
+            if not os.path.exists(path):
+                continue
             with open(path, "rb") as f:
-                return Manifest.from_bytes(f.read(), path)
-
-        first = manifest(1)
-        assert first.ttl_stamps and first.batch_time_ms is not None
-        times[0].append(first.batch_time_ms)
-        for b in range(1, batches):
-            times[b].append(manifest(b).clock_ms)
+                manifest = Manifest.from_bytes(f.read(), path)
+            assert manifest.ttl_stamps and manifest.batch_time_ms is not None, path
+            times[i].append(manifest.batch_time_ms if b == 0 else manifest.clock_ms)
     return times
 
 
-def _reference(times: list[int], kind: str) -> tuple[list[list[tuple]], list[int]]:
-    """Per batch: what the sink receives (sorted rows) and how many keys expire unwritten (the metric)."""
-    ttl = TTL_S * 1000
+def _reference(batches: list[list[str]], times: list[int], rule: str,
+               ttl_ms: int = TTL_S * 1000) -> tuple[list[list[tuple]], list[int]]:
+    """Per batch (`batches[i]` runs at `times[i]`): what the sink receives (sorted rows: (key, count) for
+    the count and complete rules, (key,) for the dedup rule) and how many keys expire unwritten (the
+    metric)."""
     state: dict[str, tuple[int, int]] = {}  # key -> (count, batch time of its last write)
     rows, expired = [], []
-    for b, keys in enumerate(BATCHES):
-        t = times[b]
-        alive = {k: s for k, s in state.items() if t - s[1] <= ttl}
+    for t, keys in zip(times, batches):
+        alive = {k: s for k, s in state.items() if t - s[1] <= ttl_ms}
         out = []
         for k in sorted(set(keys)):
-            if kind == "count":
+            if rule in ("count", "complete"):
                 alive[k] = (alive.get(k, (0, 0))[0] + keys.count(k), t)
                 out.append((k, alive[k][0]))
             elif k not in alive:  # dropDuplicates writes a key only when it emits it
@@ -79,44 +97,176 @@ def _reference(times: list[int], kind: str) -> tuple[list[list[tuple]], list[int
                 out.append((k,))
         expired.append(len([k for k in state if k not in alive]))
         state = alive
-        rows.append(out)
+        rows.append(sorted((k, n) for k, (n, _) in alive.items()) if rule == "complete" else out)
     return rows, expired
 
 
-def _query(spark, source: InputDir, kind: str):
+def _since_first(times: list[list[int]]) -> list[tuple[float, float]]:
+    """Each batch's earliest and latest time, in seconds after batch 0's earliest (for failure messages)."""
+    first = min(times[0])
+    return [(round((min(t) - first) / 1000, 1), round((max(t) - first) / 1000, 1)) for t in times]
+
+
+def _counting_fn():
+    """Built inside a function so cloudpickle ships it by value (workers cannot import test modules)."""
+
+    def counting(key, pdfs, state):
+        n = state.get[0] if state.exists else 0
+        for pdf in pdfs:
+            n += len(pdf)
+        state.update((n,))
+        yield pd.DataFrame({"k": [key[0]], "count": [n]})
+
+    return counting
+
+
+def _start_python_workers(spark) -> None:
+    """Start the Python workers (pandas imported) before the timed runs: a first pandas UDF on a cold,
+    loaded machine has held one partition's batch 0 for 25 s, spreading the partitions' batch 0 times
+    beyond what the durations leave."""
+    groups = spark.range(8).withColumn("g", F.col("id") % 4).groupBy("g")
+    groups.applyInPandas(lambda pdf: pdf, "id long, g long").collect()
+
+
+def _query(source: InputDir, kind: str):
+    """The query of `kind`; its sink gets rows shaped as `_as_reference_rows` expects."""
     stream = source.stream()
+    timed = stream.withColumn("ts", F.timestamp_seconds(F.lit(EVENT_S)))
     if kind == "count":
         return stream.groupBy("k").count().writeStream.outputMode("update")
-    return stream.select("k").dropDuplicates(["k"]).writeStream.outputMode("append")
+    if kind == "dedup":
+        return stream.select("k").dropDuplicates(["k"]).writeStream.outputMode("append")
+    if kind == "session":
+        sessions = timed.groupBy(F.session_window("ts", f"{SESSION_GAP_S} seconds").alias("w"), "k").count()
+        return (sessions.select("k", F.col("w.start").cast("long").alias("start"),
+                                F.col("w.end").cast("long").alias("end"), "count")
+                .writeStream.outputMode("complete"))
+    if kind == "pandas":
+        return (stream.groupBy("k").applyInPandasWithState(_counting_fn(), "k string, count long", "count long",
+                                                           "update", GroupStateTimeout.NoTimeout)
+                .writeStream.outputMode("update"))
+    assert kind == "dedupww"
+    return (timed.withWatermark("ts", "365 days").dropDuplicatesWithinWatermark(["k"]).select("k")
+            .writeStream.outputMode("append"))
 
 
-@pytest.mark.slow  # a pause of PAUSE_S and ten query runs per backend: about five minutes
+def _as_reference_rows(kind: str, rows: list) -> list[tuple]:
+    """A batch's sink rows in the reference's shape; a session must be the one session of the constant
+    event time (a fresh one after expiry looks the same, its count tells them apart)."""
+    out = []
+    for r in rows:
+        if kind == "session":
+            assert (r["start"], r["end"]) == (EVENT_S, EVENT_S + SESSION_GAP_S), r
+            out.append((r["k"], r["count"]))
+        else:
+            out.append(tuple(r))
+    return sorted(out)
+
+
+def _expired_metric(progress: list[dict]) -> list[int]:
+    return [sum(op["customMetrics"]["sparkstateTtlExpiredKeys"] for op in p["stateOperators"]) for p in progress]
+
+
+@pytest.mark.slow  # a pause of PAUSE_S and 25 query runs per backend: about five minutes per backend
 def test_expiry_matches_the_rule_over_recorded_batch_times(spark, variant, tmp_path):
-    kinds = ("count", "dedup")
+    """Every operator with state per key. Each kind runs its batches back to back (batches 0 and 1, the
+    pause, batches 2 to 4) so that the time between two of its batches does not grow with the number of
+    kinds. No-data batches are off: a watermark that moves would add one to a run (the test runs one
+    batch per run)."""
+    kinds = tuple(RULES)
     sources = {kind: InputDir(spark, str(tmp_path / kind / "in"), SCHEMA) for kind in kinds}
     sinks = {kind: BatchCollector() for kind in kinds}
     progress: dict[str, list] = {kind: [] for kind in kinds}
-    with session_conf(spark, {PREFIX + "ttl": f"{TTL_S}s"}):
-        for b, keys in enumerate(BATCHES):
-            for kind in kinds:  # each batch a run of its own: a stop and a restart from the checkpoint
-                sources[kind].add([{"k": k, "v": i} for i, k in enumerate(keys)])
-                runs = run_available_now_progress(sinks[kind].attach(_query(spark, sources[kind], kind)),
-                                                  str(tmp_path / kind / "ckpt"))
-                assert [p["batchId"] for p in runs] == [b]
-                progress[kind] += runs
-            if b == PAUSE_AFTER:
+    phases = (range(0, PAUSE_AFTER + 1), range(PAUSE_AFTER + 1, len(BATCHES)))
+    _start_python_workers(spark)
+    with session_conf(spark, {PREFIX + "ttl": f"{TTL_S}s",
+                              "spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
+        for phase in phases:
+            if phase.start > 0:
                 time.sleep(PAUSE_S)
+            for kind in kinds:
+                for b in phase:  # each batch a run of its own: a stop and a restart from the checkpoint
+                    sources[kind].add([{"k": k, "v": i} for i, k in enumerate(BATCHES[b])])
+                    runs = run_available_now_progress(sinks[kind].attach(_query(sources[kind], kind)),
+                                                      str(tmp_path / kind / "ckpt"))
+                    assert [p["batchId"] for p in runs] == [b], kind
+                    progress[kind] += runs
     for kind in kinds:
-        times = _batch_times(str(tmp_path / kind / "ckpt"), len(BATCHES))
-        early, expired = _reference([min(t) for t in times], kind)
-        late, _ = _reference([max(t) for t in times], kind)
-        assert early == late, "a key's fate depends on its partition's clock: the durations are too tight"
-        got = [sorted(tuple(r) for r in sinks[kind].batches[b]) for b in range(len(BATCHES))]
+        rule = RULES[kind]
+        times = _batch_times(str(tmp_path / kind / "ckpt"), list(range(len(BATCHES))))
+        assert all(times), f"{kind}: a batch without a recorded time"
+        early, expired = _reference(BATCHES, [min(t) for t in times], rule)
+        late, _ = _reference(BATCHES, [max(t) for t in times], rule)
+        assert early == late, (f"{kind}: a key's fate depends on its partition's clock: the durations are too "
+                               f"tight: {_since_first(times)}")
+        got = [_as_reference_rows(kind, sinks[kind].batches[b]) for b in range(len(BATCHES))]
         assert got == early, kind
-        metric = [sum(op["customMetrics"]["sparkstateTtlExpiredKeys"] for op in p["stateOperators"])
-                  for p in progress[kind]]
-        assert metric == expired, kind
-        assert got == SCENARIO[kind], f"{kind}: batches ran too slowly for the durations of this test"
+        assert _expired_metric(progress[kind]) == expired, kind
+        assert got == SCENARIO[rule], f"{kind}: batches ran too slowly for these durations: {_since_first(times)}"
+
+
+# Across a rescale from 4 to 2 partitions (batch 2 is the rescale's). A batch runs at the time the one before
+# it committed, so a pause reaches the batch after the next one: the keys of batch 0 are written at T0, `a`
+# again by batch 1 at T1 (batch 0's commit, seconds later). RESCALE_PAUSES_S[0] passes before the rescale,
+# and batch 3, the first after it, runs at the rescale's commit: `a` is read there within the ttl of its
+# write (kept: its stamp is not lost) and written again. RESCALE_PAUSES_S[1] passes after batch 3, so batch
+# 5 runs more than the ttl after T0 and less after the rescale: `b`, idle since T0, starts again (its stamp
+# is not reset to the rescale's time); `a` (written by batch 3) and `e` (by batch 4) are alive; `c` and
+# `d`, idle since T0, are deleted unread by the new partitions' stores.
+# The ttl is 5 s short of the two pauses together, so batch 5 runs more than the ttl after T0 however long
+# the runs take; batches 3 and 5 run within the ttl of `a`'s last write while the runs and the rescale
+# between the write and the read take less than 45 s (a cold first run and rescale on a loaded machine
+# have taken 30).
+RESCALE_TTL_S = 95
+RESCALE_PAUSES_S = (50, 50)
+RESCALE_BATCHES = {0: ["a", "b", "c", "d"], 1: ["a"], 3: ["a"], 4: ["e"], 5: ["a", "b", "e"]}
+RESCALE_SCENARIO = [[("a", 1), ("b", 1), ("c", 1), ("d", 1)], [("a", 2)], [("a", 3)], [("e", 1)],
+                    [("a", 4), ("b", 1), ("e", 2)]]
+
+
+@pytest.mark.slow  # pauses of 100 s, five query runs and a rescale per backend: two to three minutes each
+def test_a_rescale_keeps_each_key_s_last_write_time(spark, variant, tmp_path):
+    source = InputDir(spark, str(tmp_path / "in"), SCHEMA)
+    checkpoint = str(tmp_path / "ckpt")
+    sink = BatchCollector()
+    progress: list[dict] = []
+    steps: list[str] = []  # when each step ended (wall clock, s from the start): for a failure's message
+    start = time.time()
+
+    def run(b: int) -> None:
+        source.add([{"k": k, "v": i} for i, k in enumerate(RESCALE_BATCHES[b])])
+        runs = run_available_now_progress(
+            sink.attach(source.stream().groupBy("k").count().writeStream.outputMode("update")), checkpoint)
+        assert [p["batchId"] for p in runs] == [b]
+        progress.extend(runs)
+        steps.append(f"batch {b} {time.time() - start:.1f}")
+
+    with session_conf(spark, {PREFIX + "ttl": f"{RESCALE_TTL_S}s"}):
+        with session_conf(spark, {"spark.sql.shuffle.partitions": "4"}):  # pinned by the first run
+            run(0)
+            run(1)
+        time.sleep(RESCALE_PAUSES_S[0])
+        summary = sparkstate.rescale(spark, checkpoint, 2)
+        assert (summary.old_partitions, summary.new_partitions, summary.batch_id) == (4, 2, 2)
+        steps.append(f"rescale {time.time() - start:.1f}")
+        run(3)
+        time.sleep(RESCALE_PAUSES_S[1])
+        run(4)
+        run(5)
+
+    batch_ids = list(RESCALE_BATCHES)
+    batches = [RESCALE_BATCHES[b] for b in batch_ids]
+    times = _batch_times(checkpoint, batch_ids)  # after the rescale: the new partitions' manifests
+    assert [len(t) for t in times] == [4, 4, 2, 2, 2]
+    early, expired = _reference(batches, [min(t) for t in times], "count", RESCALE_TTL_S * 1000)
+    late, _ = _reference(batches, [max(t) for t in times], "count", RESCALE_TTL_S * 1000)
+    timing = f"batch times {_since_first(times)}; steps {steps}"
+    assert early == late, f"a key's fate depends on its partition's clock: the durations are too tight ({timing})"
+    assert sink.batch_ids() == batch_ids
+    got = [sorted(tuple(r) for r in sink.batches[b]) for b in batch_ids]
+    assert got == early
+    assert _expired_metric(progress) == expired
+    assert got == RESCALE_SCENARIO, f"batches ran too slowly for the durations of this test ({timing})"
 
 
 def test_a_bad_duration_fails_the_query_naming_the_key(spark, tmp_path):
