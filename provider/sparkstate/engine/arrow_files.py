@@ -123,20 +123,37 @@ def _batch(rows: Sequence[tuple[bytes, bytes | None]]) -> pa.RecordBatch:
 
 # ---- blocks (format 3) ------------------------------------------------------------------------------
 
-def _transposed(data: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """`data` (the entries' bytes in order) byte-transposed if every present entry (length >= 0) has
-    one length: the rule both directions follow (module docstring)."""
+def _one_width(lengths: np.ndarray) -> int:
+    """The width of a column's entries if every present one (length >= 0) has the same width of at least
+    2 bytes and there are at least two, else 0: when the bytes are stored transposed (module docstring;
+    transposing one entry, or entries of one byte, changes nothing)."""
     present = lengths[lengths >= 0]
     if len(present) < 2 or present[0] < 2 or not (present == present[0]).all():
+        return 0
+    return int(present[0])
+
+
+def _transposed(data: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """`data` (the entries' bytes in order) byte-transposed if the column has one width."""
+    w = _one_width(lengths)
+    if not w:
         return data
-    return np.ascontiguousarray(data.reshape(len(present), int(present[0])).T).reshape(-1)
+    rows = data.reshape(-1, w)
+    out = np.empty((w, len(rows)), np.uint8)
+    for j in range(w):  # a strided copy per byte position: several times numpy's 2-d transposed copy
+        out[j] = rows[:, j]
+    return out.reshape(-1)
 
 
 def _untransposed(data: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    present = lengths[lengths >= 0]
-    if len(present) < 2 or present[0] < 2 or not (present == present[0]).all():
+    w = _one_width(lengths)
+    if not w:
         return data
-    return np.ascontiguousarray(data.reshape(int(present[0]), len(present)).T).reshape(-1)
+    planes = data.reshape(w, -1)
+    out = np.empty((planes.shape[1], w), np.uint8)
+    for j in range(w):
+        out[:, j] = planes[j]
+    return out.reshape(-1)
 
 
 def _pack_items(items: Sequence[bytes | None]) -> tuple[pa.Buffer, pa.Buffer]:
@@ -195,14 +212,24 @@ def _unpack(n: int, lengths_buf: pa.Buffer, data_buf: pa.Buffer, what: str) -> p
     if lengths_buf.size != 4 * n:
         raise ValueError(f"{what}: {lengths_buf.size} bytes of lengths for {n} rows")
     lengths = np.frombuffer(lengths_buf, "<i4", n)
-    present = lengths >= 0
-    sizes = np.where(present, lengths, 0).astype(np.int64)
-    ends = np.zeros(n + 1, np.int64)
-    np.cumsum(sizes, out=ends[1:])
-    if ends[-1] != data_buf.size or (lengths < _REMOVED).any():
-        raise ValueError(f"{what}: lengths add up to {ends[-1]} bytes, the block holds {data_buf.size}")
+    if n and lengths[0] >= 0 and (lengths == lengths[0]).all():  # one width, nothing removed: no sums
+        w = int(lengths[0])
+        total = n * w
+        ends = np.arange(0, total + 1, w or 1, dtype=np.int64)[:n + 1] if w else np.zeros(n + 1, np.int64)
+        present, nulls = None, 0
+    else:
+        present = lengths >= 0
+        if (lengths < _REMOVED).any():
+            raise ValueError(f"{what}: a length below {_REMOVED}")
+        ends = np.zeros(n + 1, np.int64)
+        np.cumsum(np.where(present, lengths, 0), out=ends[1:])
+        total = int(ends[-1])
+        nulls = n - int(present.sum())
+    if total != data_buf.size:
+        raise ValueError(f"{what}: lengths add up to {total} bytes, the block holds {data_buf.size}")
+    if total > MAX_BINARY_BYTES:
+        raise ValueError(f"{what}: {total} bytes do not fit a binary column")
     data = _untransposed(np.frombuffer(data_buf, np.uint8), lengths)
-    nulls = n - int(present.sum())
     valid = pa.py_buffer(np.packbits(present, bitorder="little")) if nulls else None
     return pa.Array.from_buffers(pa.binary(), n, [valid, pa.py_buffer(ends.astype(np.int32)), pa.py_buffer(data)],
                                  null_count=nulls)
