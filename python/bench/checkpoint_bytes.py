@@ -209,7 +209,8 @@ def _mb(n: float | None) -> str:
 def render(root: str, kinds: dict) -> str:
     total = sum(k["bytes"] for k in kinds.values())
     lines = [f"## {root}: {_mb(total)} in {sum(k['files'] for k in kinds.values())} files", "",
-             "| kind | files | bytes | versions | median per version | rows | bytes/row |", "|---|---|---|---|---|---|---|"]
+             "| kind | files | bytes | versions | median per version | rows | bytes/row |",
+             "|---|---|---|---|---|---|---|"]
     for kind, k in kinds.items():
         per_row = f"{k['bytes'] / k['rows']:.1f}" if k["rows"] else "-"
         lines.append(f"| {kind} | {k['files']} | {_mb(k['bytes'])} | {k['versions']} | "
@@ -220,8 +221,8 @@ def render(root: str, kinds: dict) -> str:
                           f"IPC framing {_mb(k['framing'])}):", "",
                       "| column | stored | raw | stored/row |", "|---|---|---|---|"]
             for col, (stored, raw) in k["columns"].items():
-                lines.append(f"| {col} | {_mb(stored)} | {_mb(raw)} | "
-                             f"{stored / k['rows']:.2f} |" if k["rows"] else f"| {col} | {_mb(stored)} | {_mb(raw)} | - |")
+                per_row = f"{stored / k['rows']:.2f}" if k["rows"] else "-"
+                lines.append(f"| {col} | {_mb(stored)} | {_mb(raw)} | {per_row} |")
         elif k["raw"]:
             lines += ["", f"{kind}: raw {_mb(k['raw'])} (LZ4 block stream), {k['bytes'] / k['raw']:.2f} of raw"]
     return "\n".join(lines)
