@@ -271,9 +271,11 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "Heap backend: in-memory layout of the live state. `packed` packs entries per hash bucket "
                 "(about a third of a dict's memory per key); `dict` keeps a Python dict of bytes (a cheaper "
                 "get and put, ~150 bytes of overhead per key).", ", ".join(HEAP_LAYOUTS)),
-    Declaration("heap.compression", "heap_compression", "lz4", _choice(*HEAP_COMPRESSIONS),
-                "Heap backend: compression of its Arrow IPC delta and snapshot files.",
-                ", ".join(HEAP_COMPRESSIONS)),
+    Declaration("heap.compression", "heap_compression", "zstd", _choice(*HEAP_COMPRESSIONS),
+                "Heap backend: compression of its delta and full snapshot files (Arrow IPC, every buffer "
+                "compressed on its own; also the RocksDB backend's change logs). On a streaming aggregation's "
+                "state, zstd's files are about 10% smaller than lz4's (docs/checkpoint-format.md#heap-backend). "
+                "Readers need no setting: every record batch names its codec.", ", ".join(HEAP_COMPRESSIONS)),
     Declaration("ttl", "ttl_ms", None, _duration,
                 "Idle-state expiry: a key no batch has written for longer than this is expired (a get does "
                 "not see it, scans skip it, and a later commit deletes it), measured in the batch times the "
@@ -350,7 +352,7 @@ class Settings:
     rocksdb_flush_every: int = 1
     heap_snapshot_every: int = 10
     heap_max_versions_in_memory: int = 2
-    heap_compression: str = "lz4"
+    heap_compression: str = "zstd"
     heap_layout: str = "packed"
     ttl_ms: int | None = None
     ttl_operators: tuple[tuple[int, int | None], ...] = ()  # (operator id, ttl ms or None), sorted

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pyarrow as pa
 import pytest
 
 from sparkstate.errors import ChangeFeedError
@@ -134,3 +135,74 @@ def test_heap_replay_from_a_version_without_a_full_snapshot_names_the_ones_kept(
     with pytest.raises(ChangeFeedError, match=rf"no full snapshot of version {missing} .*retained full snapshots: "
                                               rf".*{kept[-1]} \(batch {kept[-1] - 1}\)"):
         new_store("replayer").replay(missing, VERSIONS)
+
+
+def _arrow_formats(store, version: int) -> set[str]:
+    """The format versions of the Arrow files (deltas, change logs, full snapshots) of a version's manifest."""
+    found = set()
+    manifest = store.file_manager.read_manifest(version)
+    for ref in manifest.shared_files + ((manifest.change_log,) if manifest.change_log else ()):
+        if ref.local.endswith(".arrow"):
+            path = store.file_manager.file_path(ref.remote).removeprefix("file:")
+            with open(path, "rb") as f:
+                is_file = f.read(6) == b"ARROW1"
+            src = pa.memory_map(path)
+            schema = (pa.ipc.open_file(src) if is_file else pa.ipc.open_stream(src)).schema
+            found.add(schema.metadata[b"sparkstate.formatVersion"].decode())
+    return found
+
+
+@pytest.fixture
+def row_formats(monkeypatch):
+    """Make the writers of engine/arrow_files.py write formats 1 and 2 (one Arrow row per state row), as
+    earlier sparkstate releases did, until `restore()` is called."""
+    from sparkstate.engine import arrow_files as hf
+
+    real_schema = hf.schema
+
+    def old_schema(kind, version, rows, format_version=None):
+        return real_schema(kind, version, rows,
+                           hf.JOURNAL_FORMAT_VERSION if kind == hf.KIND_DELTA else hf.ROWS_FORMAT_VERSION)
+
+    def old_arrays(keys, values):
+        return pa.RecordBatch.from_arrays([hf._key_groups(keys), keys, values], schema=pa.schema(hf._FIELDS))
+
+    monkeypatch.setattr(hf, "schema", old_schema)
+    monkeypatch.setattr(hf, "_items_block", hf._batch)
+    monkeypatch.setattr(hf, "_arrays_block", old_arrays)
+    return monkeypatch.undo
+
+
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
+def test_a_checkpoint_of_row_format_files_is_read_and_continued_in_blocks(new_store, row_formats):
+    """Versions 1..8 in formats 1 and 2, 9..16 in blocks: restores, the change feed across both and a replay
+    from a full snapshot of each format agree with the versions' contents."""
+    store = new_store(heap_snapshot_every=3, rocksdb_change_log=True)
+    old = _history(store, seed=2)
+    row_formats()
+    store.load(VERSIONS)
+    live = dict(old[VERSIONS])
+    rng = random.Random(3)
+    for v in range(VERSIONS + 1, 2 * VERSIONS + 1):
+        writes = [(kv(i, b"n%d" % v)[0], None if rng.random() < 0.3 else kv(i, b"n%d" % v)[1])
+                  for i in rng.sample(range(60), 20)]
+        store.apply_batch(writes)
+        apply_writes(live, writes)
+        store.commit()
+        store.load(v)
+        settle(store)
+        assert _load(new_store(f"fresh-{v}", heap_snapshot_every=3), v) == live
+    assert _arrow_formats(store, VERSIONS) == ({"1", "2"} if new_store.backend == "heap" else {"2"})
+    assert _arrow_formats(store, 2 * VERSIONS) >= {"3"}
+    feed = {c.version: dict(c.rows) for c in new_store("reader").changes(VERSIONS - 2, VERSIONS + 2)}
+    assert set(feed) == set(range(VERSIONS - 2, VERSIONS + 3))
+    assert {k: v for k, v in feed[VERSIONS].items() if not (v is None and k not in old[VERSIONS - 1])} == \
+        _diff(old[VERSIONS - 1], old[VERSIONS])
+    if new_store.backend == "heap":
+        fulls = sorted(int(ref.local[5:-6]) for v in (VERSIONS, 2 * VERSIONS)
+                       for ref in store.file_manager.read_manifest(v).shared_files if ref.local.startswith("full-"))
+        assert fulls[0] <= VERSIONS < fulls[-1]  # one full snapshot in rows, one in blocks
+        for start in fulls:
+            replayer = new_store(f"replayer-{start}")
+            replayer.replay(start, 2 * VERSIONS)
+            assert contents(replayer) == live

@@ -1,7 +1,7 @@
 """DeltaJournal: the writes of the version being written, appended to while its batch runs.
 
 Every `apply_batch` after the head version appends its records to `delta-<v>.arrow` (an Arrow IPC
-stream in the delta format of arrow_files.py, one compressed record batch per call), a file of the file
+stream in the delta format of arrow_files.py, compressed blocks of at least 4,096 rows), a file of the file
 manager's (`new_file`): written in place under its final, per-attempt remote name
 `<v>-<attempt>-delta-<v>.arrow` on local storage, staged locally and uploaded at commit elsewhere. Only a
 manifest makes it part of a version: an aborted or rewound attempt's journal is deleted, or, after a

@@ -137,9 +137,10 @@ def test_legacy_v1_delta_is_still_read_and_unknown_versions_are_refused(tmp_path
     with pytest.raises(CorruptCheckpointError, match="expected heap-delta of version 4"):
         list(hf.read_columns(str(p), hf.KIND_DELTA, 4, "legacy"))
     future = tmp_path / "future.arrow"
-    with pa.OSFile(str(future), "wb") as sink, pa.ipc.new_stream(sink, hf.schema(hf.KIND_DELTA, 3, -1, "3")) as w:
-        w.write_batch(hf._batch([(b"\0\0\0\1k", b"1")]))
-    with pytest.raises(CorruptCheckpointError, match="format version 3"):
+    with pa.OSFile(str(future), "wb") as sink, pa.ipc.new_stream(sink, hf.schema(hf.KIND_DELTA, 3, -1).with_metadata(
+            {**hf.schema(hf.KIND_DELTA, 3, -1).metadata, b"sparkstate.formatVersion": b"4"})) as w:
+        w.write_batch(hf._items_block([(b"\0\0\0\1k", b"1")]))
+    with pytest.raises(CorruptCheckpointError, match="format version 4"):
         list(hf.read_columns(str(future), hf.KIND_DELTA, 3, "future"))
 
 
@@ -148,8 +149,8 @@ def test_a_delta_with_a_null_key_is_refused_naming_the_file(tmp_path, backend):
     p = tmp_path / "delta-3.arrow"
     keys, values = pa.array([b"\0\0\0\1k", None]), pa.array([b"v", b"w"])
     batch = pa.RecordBatch.from_arrays([pa.array([1, 0], pa.int32()), keys, values],
-                                       schema=hf.schema(hf.KIND_DELTA, 3, -1))
-    stream_schema = hf.schema(hf.KIND_DELTA, 3, -1, hf.DELTA_FORMAT_VERSION)
+                                       schema=hf.schema(hf.KIND_DELTA, 3, -1, hf.JOURNAL_FORMAT_VERSION))
+    stream_schema = hf.schema(hf.KIND_DELTA, 3, -1, hf.JOURNAL_FORMAT_VERSION)
     with pa.OSFile(str(p), "wb") as sink, pa.ipc.new_stream(sink, stream_schema) as w:
         w.write_batch(batch)
     with pytest.raises(CorruptCheckpointError, match=r"s3://b/files/3-x-delta-3\.arrow is a delta with 1 null keys"):
