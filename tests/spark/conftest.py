@@ -79,6 +79,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     else:
         marker = metafunc.definition.get_closest_marker("variants")
         names = tuple(marker.args) if marker else DEFAULT_VARIANTS
+        if marker:  # variants(..., slow=(...)): these run only in the slow selection
+            slow = tuple(marker.kwargs.get("slow", ()))
+            metafunc.parametrize("variant", [*names, *(pytest.param(n, marks=pytest.mark.slow) for n in slow)],
+                                 indirect=True)
+            return
     metafunc.parametrize("variant", names, indirect=True)
 
 
@@ -96,7 +101,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sparkstate_settings(**settings): extra sparkstate settings "
                                        "for the module's SparkSession (sparkstate provider only)")
     config.addinivalue_line("markers", "spark_conf(dict): extra Spark confs for the module's SparkSession")
-    config.addinivalue_line("markers", "variants(*names): the store variants a test taking `variant` runs in")
+    config.addinivalue_line("markers", "variants(*names, slow=()): the store variants a test taking `variant` runs in; "
+                                       "those in slow run only in the slow selection")
 
 
 def pytest_report_header(config: pytest.Config) -> str:

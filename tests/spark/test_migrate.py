@@ -1,5 +1,9 @@
 """`sparkstate migrate`: a query that ran on one state store provider is stopped, migrated, restarted
-unchanged and finishes on the other, with the result of the batch computation; refusals say why."""
+unchanged and finishes on the other, with the result of the batch computation; refusals say why.
+
+The operator tests run on the RocksDB backend in the default selection and on the heap backend in the slow
+one: a migration reads and writes both through the same store calls, and the aggregation tests move heap
+state in the default selection too."""
 from __future__ import annotations
 
 import json
@@ -173,7 +177,7 @@ def _staged(source: InputDir, files: list, run) -> tuple:
             (lambda: (source.add_all(files[cut[1]:]), run())))
 
 
-@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+@pytest.mark.parametrize("backend", ["rocksdb", pytest.param("heap", marks=pytest.mark.slow)])
 def test_drop_duplicates_and_within_watermark(spark, tmp_path, backend):
     case = Case(spark, tmp_path)
     files = random_events(seed=64, n_files=6, per_file=30, n_keys=6, v_range=15)
@@ -208,7 +212,7 @@ def test_drop_duplicates_and_within_watermark(spark, tmp_path, backend):
     assert_same_rows(within.appended(), reference.appended(), min_rows=40)
 
 
-@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+@pytest.mark.parametrize("backend", ["rocksdb", pytest.param("heap", marks=pytest.mark.slow)])
 def test_stream_stream_join(spark, tmp_path, backend):
     n_files = 6
     left_files, right_files = _join_inputs(65, n_files)
@@ -230,7 +234,7 @@ def test_stream_stream_join(spark, tmp_path, backend):
                      min_rows=40)
 
 
-@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+@pytest.mark.parametrize("backend", ["rocksdb", pytest.param("heap", marks=pytest.mark.slow)])
 def test_session_window(spark, tmp_path, backend):
     case = Case(spark, tmp_path)
     files = random_events(seed=66, n_files=6, per_file=10, n_keys=4)
@@ -252,7 +256,7 @@ def test_session_window(spark, tmp_path, backend):
     assert_same_rows(sink.appended(), expected, min_rows=10)
 
 
-@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+@pytest.mark.parametrize("backend", ["rocksdb", pytest.param("heap", marks=pytest.mark.slow)])
 def test_apply_in_pandas_with_state_and_its_timeouts(spark, tmp_path, backend):
     case = Case(spark, tmp_path)
     rng = random.Random(67)
@@ -280,7 +284,7 @@ def test_apply_in_pandas_with_state_and_its_timeouts(spark, tmp_path, backend):
     assert_same_rows(sink.updated(["k"]), expected, min_rows=13)
 
 
-@pytest.mark.parametrize("backend", ["rocksdb", "heap"])
+@pytest.mark.parametrize("backend", ["rocksdb", pytest.param("heap", marks=pytest.mark.slow)])
 def test_streaming_limit_and_two_operators_in_one_query(spark, tmp_path, backend):
     case = Case(spark, tmp_path)
     files = random_events(seed=68, n_files=6, per_file=20, n_keys=8, v_range=10)

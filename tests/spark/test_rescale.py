@@ -217,6 +217,7 @@ def _session_query(df):
             .agg(F.count("*").alias("n"), F.sum("v").alias("total")))
 
 
+@pytest.mark.variants("rocksdb", slow=("heap",))  # two CLI runs, each a Spark of its own
 def test_session_window_4_to_7_with_the_cli(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     files = random_events(seed=23, n_files=6, per_file=10, n_keys=4)
