@@ -1,0 +1,63 @@
+"""rocksdb_checkpoint_files.py tells a RocksDB checkpoint's bytes apart by kind: flush output (level 0 of the
+version that uploaded it), compaction output, change logs, manifests; and Spark's provider's by suffix."""
+from __future__ import annotations
+
+import os
+import sys
+
+from sparkstate.engine import Store
+
+from ..engine.conftest import kv, make_spec
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python", "bench"))
+import rocksdb_checkpoint_files as rcf  # noqa: E402
+
+
+def _write(tmp_path, versions: int, **settings) -> str:
+    """A query checkpoint with one RocksDB store of `versions` versions; its directory."""
+    checkpoint = tmp_path / "query"
+    store = Store(make_spec("file:" + str(checkpoint / "state" / "0" / "1"), backend="rocksdb",
+                            rocksdb_write_buffer_mb=1, **settings), str(tmp_path / "local"))
+    try:
+        store.load(0)
+        for v in range(1, versions + 1):
+            store.apply_batch([kv(i, b"v%d-" % v + b"x" * 40) for i in range(v * 7, 20_000, 3)])
+            store.commit()
+            store.load(v)
+    finally:
+        store.close()
+    return str(checkpoint)
+
+
+def test_every_flushed_commit_uploads_one_level_0_file_and_compactions_show_apart(tmp_path):
+    flavour, t = rcf.tally_checkpoint(_write(tmp_path, 8), retain=100)
+    assert flavour == "sparkstate" and t.versions == 8 and t.stores == 1
+    assert t.files["sst flush"] == 8 and t.files["manifest"] == 8
+    assert t.files["sst compaction"] >= 1  # four level-0 files trigger a compaction, uploaded at a later commit
+    assert "sst ?" not in t.bytes and "change log" not in t.bytes
+    assert t.retained == sum(t.bytes.values())
+    assert sum(sum(row.values()) for row in t.per_version.values()) == sum(t.bytes.values())
+
+
+def test_commits_between_flushes_count_as_change_logs(tmp_path):
+    flavour, t = rcf.tally_checkpoint(_write(tmp_path, 6, rocksdb_flush_every=3), retain=2)
+    assert t.files["change log"] == 6  # journaling keeps one for every version, flushed ones too
+    assert sorted(v for v, row in t.per_version.items() if "sst flush" in row) == [1, 4]
+    assert 0 < t.retained < sum(t.bytes.values())  # the last 2 versions need versions 4..6's files only
+
+
+def test_spark_provider_files_are_told_by_suffix(tmp_path):
+    part = tmp_path / "spark" / "state" / "0" / "0"
+    os.makedirs(part / "SSTs")
+    for name, size in [("1.changelog", 10), (".1.changelog.crc", 1), ("2.zip", 20), ("SSTs/000008-x.sst", 30)]:
+        (part / name).write_bytes(b"x" * size)
+    flavour, t = rcf.tally_checkpoint(str(tmp_path / "spark"), retain=100)
+    assert flavour == "spark" and t.versions == 2
+    assert dict(t.bytes) == {"changelog": 10, "crc": 1, "zip": 20, "sst": 30}
+
+
+def test_the_report_prints_a_ratio_of_two_checkpoints(tmp_path, capsys):
+    one = _write(tmp_path / "a", 2)
+    assert rcf.main([one, one]) == 0
+    out = capsys.readouterr().out
+    assert "| sst flush | 2 |" in out and "1.00x bytes under state/" in out
