@@ -30,7 +30,7 @@ def _write(tmp_path, versions: int, **settings) -> str:
 
 
 def test_every_flushed_commit_uploads_one_level_0_file_and_compactions_show_apart(tmp_path):
-    flavour, t = rcf.tally_checkpoint(_write(tmp_path, 8), retain=100)
+    flavour, t = rcf.tally_checkpoint(_write(tmp_path, 8, rocksdb_level0_trigger=4), retain=100)
     assert flavour == "sparkstate" and t.versions == 8 and t.stores == 1
     assert t.files["sst flush"] == 8 and t.files["manifest"] == 8
     assert t.files["sst compaction"] >= 1  # four level-0 files trigger a compaction, uploaded at a later commit
@@ -40,7 +40,7 @@ def test_every_flushed_commit_uploads_one_level_0_file_and_compactions_show_apar
 
 
 def test_commits_between_flushes_count_as_change_logs(tmp_path):
-    flavour, t = rcf.tally_checkpoint(_write(tmp_path, 6, rocksdb_flush_every=3), retain=2)
+    flavour, t = rcf.tally_checkpoint(_write(tmp_path, 6, rocksdb_flush_every=3, rocksdb_compression="lz4"), retain=2)
     assert t.files["change log"] == 6  # journaling keeps one for every version, flushed ones too
     assert sorted(v for v, row in t.per_version.items() if "sst flush" in row) == [1, 4]
     assert 0 < t.retained < sum(t.bytes.values())  # the last 2 versions need versions 4..6's files only
