@@ -164,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--master", default="local[2]")
     p.add_argument("--driver-memory", default="2g")
     p.add_argument("--backends", default="rocksdb,heap")
+    p.add_argument("--storages", default="local,s3", help="where the state goes: local, s3 or both")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per run before giving up")
     p.add_argument("--workdir", help="input, checkpoints, logs, SeaweedFS data (default: a new temp dir)")
     p.add_argument("--out", default="bench-aggregation-s3.json")
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"SeaweedFS at {server.endpoint} (pid {server.proc.pid}), bucket {BUCKET}", flush=True)
         s3_conf = [f"spark.hadoop.{k}={v}" for k, v in server.s3a_conf().items()]
         for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
-            for storage in ("local", "s3"):
+            for storage in [x.strip() for x in args.storages.split(",") if x.strip()]:
                 conf: list[str] = []
                 if storage == "s3":   # one state location per query: a fresh prefix per run
                     location = f"s3://{BUCKET}/{backend}-{uuid.uuid4().hex[:8]}/state"
