@@ -41,6 +41,8 @@ class Tally:
     bytes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     files: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     per_version: dict[int, dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
+    per_version_files: dict[int, dict[str, int]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(int)))
     versions: int = 0
     stores: int = 0
     retained: int = 0
@@ -50,6 +52,20 @@ class Tally:
         self.files[kind] += 1
         if version is not None:
             self.per_version[version][kind] += size
+            self.per_version_files[version][kind] += 1
+
+    def through(self, last: int) -> "Tally":
+        """The files of versions up to `last` only (files of no version are left out)."""
+        out = Tally(versions=min(self.versions, last), stores=self.stores)
+        for v, row in self.per_version.items():
+            if v <= last:
+                for kind, size in row.items():
+                    out.bytes[kind] += size
+                    out.files[kind] += self.per_version_files[v][kind]
+                    out.per_version[v][kind] += size
+                    out.per_version_files[v][kind] += self.per_version_files[v][kind]
+        out.retained = sum(out.bytes.values())
+        return out
 
 
 def sst_levels(manifest: Manifest, files_dir: str, scratch: str) -> dict[str, int]:
@@ -170,33 +186,61 @@ def tally_checkpoint(checkpoint: str, retain: int) -> tuple[str, Tally]:
                     tally.add("other", os.path.getsize(os.path.join(dirpath, n)))
         return "sparkstate", tally
     for dirpath, _, names in os.walk(state):
+        parent = os.path.dirname(dirpath) if os.path.basename(dirpath) == "SSTs" else dirpath
+        first_listed = _sst_versions(parent, os.listdir(parent))
         for n in names:
-            tally.add(spark_kind(n), os.path.getsize(os.path.join(dirpath, n)))
-            if n.endswith((".changelog", ".zip", ".delta")) and not n.endswith(".crc"):
-                try:
-                    tally.versions = max(tally.versions, int(n.split(".")[0]))
-                except ValueError:
-                    pass
+            kind = spark_kind(n)
+            version = first_listed.get(n) if kind == "sst" else _leading_version(n)
+            tally.add(kind, os.path.getsize(os.path.join(dirpath, n)), version)
+            if kind in ("changelog", "zip", "delta") and version is not None:
+                tally.versions = max(tally.versions, version)
     tally.retained = sum(tally.bytes.values())
     return "spark", tally
+
+
+def _leading_version(name: str) -> int | None:
+    """v of `v.changelog`, `v.zip` and their `.v.changelog.crc` siblings."""
+    head = name.lstrip(".").split(".")[0]
+    return int(head) if head.isdigit() else None
+
+
+def _sst_versions(store_dir: str, names: list[str]) -> dict[str, int]:
+    """SST file name (in SSTs/) -> the first snapshot version whose zip lists it (Spark's `metadata`)."""
+    import json  # noqa: PLC0415
+    import zipfile  # noqa: PLC0415
+
+    out: dict[str, int] = {}
+    zips = sorted((v, n) for n in names if n.endswith(".zip") and (v := _leading_version(n)) is not None)
+    for version, name in zips:
+        try:
+            with zipfile.ZipFile(os.path.join(store_dir, name)) as z:
+                text = z.read("metadata").decode()
+        except (OSError, KeyError, zipfile.BadZipFile):
+            continue
+        body = json.loads(text[text.index("{"):])
+        for f in body.get("sstFiles", ()):
+            out.setdefault(f["dfsSstFileName"], version)
+    return out
 
 
 def mib(n: float) -> str:
     return f"{n / (1 << 20):,.2f}"
 
 
-def report(checkpoint: str, retain: int, per_version: bool) -> Tally:
+def report(checkpoint: str, retain: int, per_version: bool, through: int | None = None) -> Tally:
     flavour, t = tally_checkpoint(checkpoint, retain)
+    if through is not None:
+        t = t.through(through)
     total = sum(t.bytes.values())
     batches = t.versions or 1
-    print(f"\n{checkpoint} ({flavour}; {batches} batches committed)\n")
+    print(f"\n{checkpoint} ({flavour}; {batches} batches{' counted' if through else ' committed'})\n")
     print("| kind | files | MiB | MiB per batch | share |")
     print("|---|---:|---:|---:|---:|")
     for kind in sorted(t.bytes, key=lambda k: -t.bytes[k]):
         print(f"| {kind} | {t.files[kind]:,} | {mib(t.bytes[kind])} | {mib(t.bytes[kind] / batches)} "
               f"| {t.bytes[kind] / total:.1%} |")
     print(f"| total | {sum(t.files.values()):,} | {mib(total)} | {mib(total / batches)} | |")
-    if flavour == "sparkstate":
+    if flavour == "sparkstate" and through is None:
         print(f"\nretained by the last {retain} versions of every store: {mib(t.retained)} MiB")
     if per_version and t.per_version:
         kinds = sorted({k for row in t.per_version.values() for k in row})
@@ -212,8 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("checkpoints", nargs="+", help="query checkpoint directories")
     p.add_argument("--retain", type=int, default=100, help="minBatchesToRetain for the retained figure")
     p.add_argument("--per-version", action="store_true", help="also the bytes each version wrote, by kind")
+    p.add_argument("--through", type=int, help="count only the files of versions up to this one (a run that is "
+                   "still going, or runs of different lengths)")
     args = p.parse_args(argv)
-    totals = [(c, report(c, args.retain, args.per_version)) for c in args.checkpoints]
+    totals = [(c, report(c, args.retain, args.per_version, args.through)) for c in args.checkpoints]
     if len(totals) > 1:
         base = sum(totals[-1][1].bytes.values())
         for c, t in totals[:-1]:

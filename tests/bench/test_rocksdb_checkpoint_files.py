@@ -61,3 +61,23 @@ def test_the_report_prints_a_ratio_of_two_checkpoints(tmp_path, capsys):
     assert rcf.main([one, one]) == 0
     out = capsys.readouterr().out
     assert "| sst flush | 2 |" in out and "1.00x bytes under state/" in out
+
+
+def test_spark_files_count_for_the_version_that_wrote_them_and_through_cuts_later_ones(tmp_path):
+    import json
+    import zipfile
+
+    part = tmp_path / "spark" / "state" / "0" / "0"
+    os.makedirs(part / "SSTs")
+    for v in range(1, 5):
+        (part / f"{v}.changelog").write_bytes(b"c" * 10)
+    for v, ssts in [(2, ["000008-a.sst"]), (4, ["000008-a.sst", "000009-b.sst"])]:
+        with zipfile.ZipFile(part / f"{v}.zip", "w") as z:
+            z.writestr("metadata", "v1\n" + json.dumps({"sstFiles": [{"dfsSstFileName": n} for n in ssts]}))
+    (part / "SSTs" / "000008-a.sst").write_bytes(b"s" * 100)
+    (part / "SSTs" / "000009-b.sst").write_bytes(b"s" * 1000)
+    _, t = rcf.tally_checkpoint(str(tmp_path / "spark"), retain=100)
+    assert t.per_version[2]["sst"] == 100 and t.per_version[4]["sst"] == 1000
+    cut = t.through(3)
+    assert cut.versions == 3 and cut.bytes["changelog"] == 30 and cut.bytes["sst"] == 100
+    assert cut.files["zip"] == 1
