@@ -225,6 +225,15 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "what that merge rewrites. A commit's flush is a level-0 file of a few MiB, so the level is "
                 "sized like level 0 at its compaction trigger, as RocksDB's tuning guide advises "
                 "(docs/benchmarks/recovery.md has the measurements).", f"an integer from 1 to {MAX_SIZE_MB}"),
+    Declaration("rocksdb.level0CompactionTrigger", "rocksdb_level0_trigger", 10, _int_at_least(2, at_most=1000),
+                "Level-0 files at which RocksDB merges them into the level below (RocksDB's own default is "
+                "4). A commit's flush adds one level-0 file; under updates spread over the whole key space "
+                "the merge rewrites the whole level below, and every file it writes is uploaded at the next "
+                "commit, so a checkpoint writes about the state's bytes every this many commits. At 4 that "
+                "rewrite was half of what an aggregation's checkpoint wrote; at 10 a get checks the bloom "
+                "filters of up to 10 level-0 files. RocksDB slows and stops writes at 16 and 32 files beyond "
+                "it (python/bench/rocksdb_checkpoint_files.py breaks a checkpoint's bytes down).",
+                "an integer from 2 to 1000"),
     Declaration("rocksdb.bloomFilterBitsPerKey", "rocksdb_bloom_bits", 10, _int_at_least(0),
                 "Bits per key of the RocksDB bloom filter (0 turns it off).", "an integer >= 0"),
     Declaration("rocksdb.blockSizeKB", "rocksdb_block_size_kb", 4, _int_at_least(1, at_most=MAX_BLOCK_SIZE_KB),
@@ -232,8 +241,17 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "blockSizeKB). A get that misses the block cache reads and decompresses one block: smaller "
                 "blocks make that cheaper, for a larger index and less compression.",
                 f"an integer from 1 to {MAX_BLOCK_SIZE_KB}"),
-    Declaration("rocksdb.compression", "rocksdb_compression", "lz4", _choice(*COMPRESSIONS),
-                "Compression of RocksDB SST files.", ", ".join(COMPRESSIONS)),
+    Declaration("rocksdb.compression", "rocksdb_compression", "zstd", _choice(*COMPRESSIONS),
+                "Compression of RocksDB SST files. Every commit uploads its flush's new file, so this sets "
+                "most of a checkpoint's bytes: zstd stores an aggregation's state in about 0.6x of lz4's "
+                "bytes, and decompresses a block that misses the block cache in more CPU than lz4 (state "
+                "larger than the cache reads more of them: conf/presets/low-latency.conf keeps lz4).",
+                ", ".join(COMPRESSIONS)),
+    Declaration("rocksdb.bottommostCompression", "rocksdb_bottommost_compression", "same",
+                _choice("same", *COMPRESSIONS),
+                "Compression of the SST files of RocksDB's last level, which holds most of the state and "
+                "is what compactions rewrite (same: as rocksdb.compression).",
+                "same, " + ", ".join(COMPRESSIONS)),
     Declaration("rocksdb.mmapReads", "rocksdb_mmap_reads", False, _bool,
                 "Read SST files through memory maps. With rocksdb.compression none, a get reads its block "
                 "where it lies in the page cache, with no read call, copy or block cache entry: with more "
@@ -247,7 +265,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "restore names the damaged file.", "true, false"),
     Declaration("rocksdb.changeLog", "rocksdb_change_log", False, _bool,
                 "RocksDB backend: keep each commit's writes in a change log file beside its SSTs (an Arrow "
-                "stream compressed as heap.compression, retained with its version), which Spark's change "
+                "stream compressed as rocksdb.changeLogCompression, retained with its version), which Spark's change "
                 "feed (`readChangeFeed`) and snapshot replay (`snapshotStartBatchId`) of the statestore "
                 "source read. Its cost follows the keys written, not the state: about as many bytes per "
                 "commit as the new SSTs of an update-heavy batch (docs/benchmarks/aggregation.md). The heap backend's "
@@ -260,6 +278,14 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "fewer level-0 files for RocksDB to merge into the state and a commit without a flush, for "
                 "a memtable that holds more versions (docs/benchmarks/recovery.md has the trade-off).",
                 "an integer >= 1"),
+    Declaration("rocksdb.changeLogCompression", "rocksdb_change_log_compression", "zstd",
+                _choice(*HEAP_COMPRESSIONS),
+                "RocksDB backend: compression of its change logs' record batches (rocksdb.changeLog, "
+                "rocksdb.flushEveryVersions). A change log is the durable form of every commit between "
+                "flushes, so its bytes are most of what such a checkpoint writes: zstd stores an "
+                "aggregation's writes in about half the bytes lz4 does, for the same time to write them "
+                "(the log's columns are built either way). Readers take any of them.",
+                ", ".join(HEAP_COMPRESSIONS)),
     Declaration("heap.snapshotEveryVersions", "heap_snapshot_every", 10, _int_at_least(1),
                 "Heap backend: write a full snapshot (in the background) once this many deltas follow the "
                 "last one; every commit writes its delta synchronously.", "an integer >= 1"),
@@ -281,7 +307,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "not see it, scans skip it, and a later commit deletes it), measured in the batch times the "
                 "checkpoint records, so a re-executed batch expires the same keys. Unset or none: nothing "
                 "expires. Stream-stream joins refuse it (give their operator none). Costs 8 bytes per key; "
-                "README, \"Idle-state expiry (TTL)\", says what it means for each operator.", _DURATION_VALID),
+                "docs/ttl.md says what it means for each operator.", _DURATION_VALID),
     Declaration(TTL_OPERATOR_KEY, "ttl_operators", (), _duration,
                 "The ttl of the operator with this id (the operatorId Spark's state-metadata source lists), "
                 "over the query's: a duration, or none to keep that operator's state forever.",
@@ -344,12 +370,15 @@ class Settings:
     rocksdb_write_buffer_mb: int = 64
     rocksdb_target_file_mb: int = 8
     rocksdb_level_base_mb: int = 16
+    rocksdb_level0_trigger: int = 10
     rocksdb_bloom_bits: int = 10
     rocksdb_block_size_kb: int = 4
-    rocksdb_compression: str = "lz4"
+    rocksdb_compression: str = "zstd"
+    rocksdb_bottommost_compression: str = "same"
     rocksdb_mmap_reads: bool = False
     rocksdb_change_log: bool = False
     rocksdb_flush_every: int = 1
+    rocksdb_change_log_compression: str = "zstd"
     heap_snapshot_every: int = 10
     heap_max_versions_in_memory: int = 2
     heap_compression: str = "zstd"

@@ -6,6 +6,7 @@ it never builds a remote path. It also fills and prunes the engine's local cache
 """
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import re
@@ -246,12 +247,13 @@ class CheckpointFileManager:
 
     def _parallel(self, fn: Callable[[_T], _R], items: list[_T]) -> list[_R]:
         """fn over items, up to `io_threads` at a time, results in order; waits for all, then raises the
-        first error (so no call is still running when the caller handles it)."""
+        first error (so no call is still running when the caller handles it). Each call runs in a copy of
+        the caller's context (its S3 request phase, storage.s3_requests)."""
         if len(items) <= 1 or self.io_threads == 1:
             return [fn(x) for x in items]
         with ThreadPoolExecutor(max_workers=min(self.io_threads, len(items)),
                                 thread_name_prefix="sparkstate-io") as pool:
-            futures = [pool.submit(fn, x) for x in items]
+            futures = [pool.submit(contextvars.copy_context().run, fn, x) for x in items]
         errors = [f.exception() for f in futures if f.exception() is not None]
         if errors:
             raise errors[0]

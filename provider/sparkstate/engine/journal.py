@@ -22,13 +22,15 @@ class DeltaJournal:
     """The delta of `version`, appended to while its batch runs (see the module docstring), written
     through the file manager (`new_file`: in place on local storage, staged and uploaded elsewhere)."""
 
-    def __init__(self, ctx: BackendContext, version: int) -> None:
+    def __init__(self, ctx: BackendContext, version: int, compression: str | None = None) -> None:
+        """`compression`: the codec of its record batches (None: heap.compression, the heap backend's)."""
         self.version = version
         self.attempt_id = new_attempt_id()
         self._file = ctx.file_manager.new_file(version, self.attempt_id, hf.local_name(hf.KIND_DELTA, version),
                                                ctx.layout.staging_dir)
         try:
-            self._writer = hf.JournalWriter(self._file, version, ctx.settings.heap_compression)
+            self._writer = hf.JournalWriter(self._file, version,
+                                            compression or ctx.settings.heap_compression)
         except BaseException:
             self._file.discard()
             raise

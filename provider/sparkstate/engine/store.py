@@ -29,6 +29,7 @@ from ..errors import (
 )
 from ..keygroups import key_group, partition_of
 from ..storage import FileIO
+from ..storage.s3_requests import counted_as
 from .backend_contract import Backend, BackendContext, CommitStamps, Cursor
 from .backend_registry import builder_for, open_snapshot
 from .change_feed import VersionChanges, read_changes, snapshot_lineage
@@ -182,6 +183,7 @@ class Store:
         return self._backend
 
     # ---- lifecycle --------------------------------------------------------------------------------
+    @counted_as("load")
     def load(self, version: int, checkpoint_id: str | None = None) -> LoadResult:
         """Committed `version`; with a `checkpoint_id` (format v2), exactly the attempt with that id."""
         if version < 0:
@@ -427,6 +429,7 @@ class Store:
                 return None  # nothing committed yet: start empty
             raise
 
+    @counted_as("commit")
     def commit(self) -> CommitResult:
         with self._lock:
             self._require("commit", _READABLE)
@@ -552,6 +555,7 @@ class Store:
                                 memory_used_bytes=backend.memory_used_bytes() if backend else 0,
                                 custom=dict(self._custom))
 
+    @counted_as("maintenance")
     def maintenance_snapshot(self) -> None:
         """Backend hook (RocksDB: nothing, every commit writes a complete version; heap: start a due
         background full snapshot). Never waits for I/O under the lock."""
@@ -559,6 +563,7 @@ class Store:
             if self._backend is not None:
                 self._backend.maintenance_snapshot()
 
+    @counted_as("maintenance")
     def maintenance_cleanup(self) -> None:
         """Apply retention to the checkpoint, counting back from the version this store works on (nothing
         before the first load); remote-only, so it runs without the store lock."""

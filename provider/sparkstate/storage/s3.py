@@ -10,6 +10,8 @@ How each FileIO contract maps onto S3:
   small `manifests/` directory; the offline orphan collector lists recursively);
 - `delete_many`: `DeleteObjects`, at most 1000 keys per call.
 
+Requests: every client's requests are counted by phase and operation (`s3_requests`).
+
 Retries: botocore's `standard` retry mode (or `adaptive`, which adds client-side rate limiting) retries
 throttling (503 SlowDown), 5xx and connection/read timeouts with exponential backoff and jitter, up to
 `max_attempts` per call (the first included), under explicit connect/read timeouts. A call whose last
@@ -33,6 +35,7 @@ from urllib.parse import urlsplit
 
 from .. import liveness
 from ..errors import ConfigError, StorageError, local_disk_error
+from . import s3_requests
 from .fileio import FileInfo, FileIO
 from .silent_endpoints import SilentEndpointError, watch
 
@@ -127,6 +130,7 @@ def _client_for(opts: S3Options) -> Any:
                 aws_session_token=opts.session_token, region_name=opts.region)
             client = session.client("s3", endpoint_url=opts.endpoint, config=config)
             watch(client, opts.max_attempts)
+            s3_requests.watch(client)
             _clients[opts] = client
         return client
 
@@ -217,14 +221,17 @@ class S3FileIO(FileIO):
     def upload_file(self, local_path: str, path: str) -> None:
         bucket, key = split_uri(path)
         try:
-            self.client.upload_file(local_path, bucket, key, Config=self._transfer_config(), Callback=_progress)
+            with s3_requests.transfer(bucket, key):
+                self.client.upload_file(local_path, bucket, key, Config=self._transfer_config(), Callback=_progress)
         except Exception as e:  # noqa: BLE001
             raise self._fail("upload", path, e) from None
 
     def download_file(self, path: str, local_path: str) -> None:
         bucket, key = split_uri(path)
         try:
-            self.client.download_file(bucket, key, local_path, Config=self._transfer_config(), Callback=_progress)
+            with s3_requests.transfer(bucket, key):
+                self.client.download_file(bucket, key, local_path, Config=self._transfer_config(),
+                                          Callback=_progress)
         except OSError as e:  # a full or read-only local disk is the local disk's fault, not S3's
             named = local_disk_error(e, local_path, f"write the download of {path} to")
             raise (named if named is not e else self._fail("download", path, e)) from None

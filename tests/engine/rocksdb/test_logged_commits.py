@@ -212,3 +212,31 @@ def test_a_store_that_flushes_every_commit_opens_and_continues_a_logged_version(
         assert contents(reader) == {**expected[2], kv(7, b"later")[0]: kv(7, b"later")[1]}
     finally:
         reader.close()
+
+
+def test_change_logs_are_written_with_their_own_compression_and_read_back_alike(tmp_path, monkeypatch):
+    """rocksdb.changeLogCompression reaches the change log's writer (not heap.compression), and every codec
+    reads back as the same writes."""
+    import sparkstate.engine.arrow_files as hf
+
+    codecs = []
+    writer_class = hf.JournalWriter
+    monkeypatch.setattr(hf, "JournalWriter", lambda f, v, compression: (codecs.append(compression),
+                                                                        writer_class(f, v, compression))[1])
+    read = {}
+    for codec in ("zstd", "lz4", "none"):
+        store = _store(tmp_path / codec, rocksdb_change_log_compression=codec, heap_compression="lz4")
+        try:
+            _commit_versions(store, 3)
+            read[codec] = [(c.version, c.rows) for c in store.changes(1, 3)]
+        finally:
+            store.close()
+        assert set(codecs) == {codec}, codecs
+        codecs.clear()
+    assert read["zstd"] == read["lz4"] == read["none"] and len(read["zstd"]) == 3
+
+
+def test_the_default_change_log_codec_is_zstd():
+    from sparkstate.config import Settings
+
+    assert Settings().rocksdb_change_log_compression == "zstd"

@@ -83,3 +83,22 @@ def test_mapped_reads_reach_rocksdb_and_the_mapped_files_count_as_memory(tmp_pat
     finally:
         for store in stores.values():
             store.close()
+
+
+def test_level0_trigger_and_last_level_compression_reach_rocksdb(tmp_path):
+    for name, settings, expected in [
+            ("defaults", {}, ("10", "26", "42", "kDisableCompressionOption", "kZSTD")),
+            ("set", {"rocksdb_level0_trigger": 4, "rocksdb_compression": "lz4", "rocksdb_bottommost_compression": "zstd"},
+             ("4", "20", "36", "kZSTD", "kLZ4Compression"))]:
+        local = str(tmp_path / name / "local")
+        store = Store(make_spec("file:" + str(tmp_path / name / "ckpt"), backend="rocksdb", **settings), local)
+        try:
+            store.load(0)
+            store.apply_batch([kv(1)])
+            store.commit()
+            options = _live_options(local)
+        finally:
+            store.close()
+        assert (options["level0_file_num_compaction_trigger"], options["level0_slowdown_writes_trigger"],
+                options["level0_stop_writes_trigger"], options["bottommost_compression"],
+                options["compression"]) == expected, name

@@ -173,7 +173,8 @@ class RocksDBBackend(Backend):
     def _record_changes(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         try:
             if self._changes is None:
-                self._changes = DeltaJournal(self.ctx, self._version + 1)
+                self._changes = DeltaJournal(self.ctx, self._version + 1,
+                                             self.ctx.settings.rocksdb_change_log_compression)
             self._changes.append(records)
         except Exception as e:  # noqa: BLE001 - the change log serves reads of history, never the state
             log.warning("change log of version %d failed (%r); that version keeps no change log",

@@ -1,5 +1,6 @@
 """RocksDB options of a store: raw byte keys, bloom filter, per-store memtable, the worker's shared block
-cache (block_cache.py), compression, SST file and level sizes, and reads through memory maps.
+cache (block_cache.py), compression (the last level's apart), SST file and level sizes, the level-0
+compaction trigger, and reads through memory maps.
 
 WAL off is set per write (see backend.py): durability comes from checkpoints, not the WAL.
 """
@@ -18,6 +19,10 @@ MAX_ROCKSDB_MANIFEST_BYTES = 32 << 10
 # open; rolled at this size and keeping INFO_LOG_FILES old files, a store's logs stay under 1 MiB.
 MAX_INFO_LOG_BYTES = 256 << 10
 INFO_LOG_FILES = 2
+# Level-0 files beyond the compaction trigger at which RocksDB slows, then stops writes (its own defaults
+# are 20 and 36 files, 16 and 32 beyond its default trigger of 4).
+L0_SLOWDOWN_BEYOND_TRIGGER = 16
+L0_STOP_BEYOND_TRIGGER = 32
 _COMPRESSION = {
     "lz4": rocksdict.DBCompressionType.lz4,
     "zstd": rocksdict.DBCompressionType.zstd,
@@ -34,6 +39,12 @@ def make_options(settings: Settings, block_cache: rocksdict.Cache | None) -> roc
     opt.set_target_file_size_base(settings.rocksdb_target_file_mb << 20)
     opt.set_max_bytes_for_level_base(settings.rocksdb_level_base_mb << 20)
     opt.set_compression_type(_COMPRESSION[settings.rocksdb_compression]())
+    if settings.rocksdb_bottommost_compression != "same":
+        opt.set_bottommost_compression_type(_COMPRESSION[settings.rocksdb_bottommost_compression]())
+    trigger = settings.rocksdb_level0_trigger
+    opt.set_level_zero_file_num_compaction_trigger(trigger)
+    opt.set_level_zero_slowdown_writes_trigger(trigger + L0_SLOWDOWN_BEYOND_TRIGGER)
+    opt.set_level_zero_stop_writes_trigger(trigger + L0_STOP_BEYOND_TRIGGER)
     opt.set_max_manifest_file_size(MAX_ROCKSDB_MANIFEST_BYTES)
     opt.set_max_log_file_size(MAX_INFO_LOG_BYTES)
     opt.set_keep_log_file_num(INFO_LOG_FILES)
