@@ -461,6 +461,7 @@ def test_refused_while_the_query_runs_or_another_tool_holds_the_checkpoint(spark
     case.assert_matches_batch()
 
 
+@pytest.mark.slow  # a transformWithStateInPandas query: its Python workers start cold
 def test_transform_with_state_and_a_checkpoint_without_a_committed_batch_are_refused(spark, tmp_path):
     import pandas as pd
     from pyspark.sql.streaming import StatefulProcessor
