@@ -43,19 +43,24 @@ def _live_options(local: str) -> dict[str, str]:
         return dict(line.strip().split("=", 1) for line in f if "=" in line)
 
 
+def _options_after_one_commit(root, settings: dict) -> dict[str, str]:
+    """The live database's OPTIONS after a store with `settings` under `root` committed one write."""
+    local = str(root / "local")
+    store = Store(make_spec("file:" + str(root / "ckpt"), backend="rocksdb", **settings), local)
+    try:
+        store.load(0)
+        store.apply_batch([kv(1)])
+        store.commit()
+        return _live_options(local)
+    finally:
+        store.close()
+
+
 def test_sst_file_level_and_block_sizes_reach_rocksdb(tmp_path):
     for name, settings, expected in [("defaults", {}, (8 << 20, 16 << 20, 4 << 10)),
                                      ("set", {"rocksdb_target_file_mb": 3, "rocksdb_level_base_mb": 5,
                                               "rocksdb_block_size_kb": 1}, (3 << 20, 5 << 20, 1 << 10))]:
-        local = str(tmp_path / name / "local")
-        store = Store(make_spec("file:" + str(tmp_path / name / "ckpt"), backend="rocksdb", **settings), local)
-        try:
-            store.load(0)
-            store.apply_batch([kv(1)])
-            store.commit()
-            options = _live_options(local)
-        finally:
-            store.close()
+        options = _options_after_one_commit(tmp_path / name, settings)
         assert (int(options["target_file_size_base"]), int(options["max_bytes_for_level_base"]),
                 int(options["block_size"])) == expected
 
@@ -90,15 +95,7 @@ def test_level0_trigger_and_last_level_compression_reach_rocksdb(tmp_path):
             ("defaults", {}, ("10", "26", "42", "kDisableCompressionOption", "kZSTD")),
             ("set", {"rocksdb_level0_trigger": 4, "rocksdb_compression": "lz4", "rocksdb_bottommost_compression": "zstd"},
              ("4", "20", "36", "kZSTD", "kLZ4Compression"))]:
-        local = str(tmp_path / name / "local")
-        store = Store(make_spec("file:" + str(tmp_path / name / "ckpt"), backend="rocksdb", **settings), local)
-        try:
-            store.load(0)
-            store.apply_batch([kv(1)])
-            store.commit()
-            options = _live_options(local)
-        finally:
-            store.close()
+        options = _options_after_one_commit(tmp_path / name, settings)
         assert (options["level0_file_num_compaction_trigger"], options["level0_slowdown_writes_trigger"],
                 options["level0_stop_writes_trigger"], options["bottommost_compression"],
                 options["compression"]) == expected, name
