@@ -295,31 +295,39 @@ def test_a_join_with_a_ttl_is_refused_naming_the_operator_and_runs_with_none(spa
     assert [tuple(r) for b in sink.batch_ids() for r in sink.batches[b]] == [("a", 1, 10)]
 
 
-@pytest.mark.slow  # a pause longer than the ttl per backend: about two minutes
+@pytest.mark.slow  # a pause longer than the ttl and 20 query runs per backend: about three minutes
 def test_a_batch_re_executed_after_a_crash_expires_the_same_keys(spark, variant, tmp_path):
-    """The driver dies after the stores committed batch 2 and before Spark's commit log recorded it (done
-    here by deleting `commits/2`); the restart runs batch 2 again, long after the ttl has passed on the
-    wall clock, and must keep what the first attempt kept: the batch's time is the one version 2 records."""
+    """Every operator of the scenario test. The driver dies after the stores committed batch 2 and before
+    Spark's commit log recorded it (done here by deleting `commits/2`); the restart runs batch 2 again,
+    long after the ttl has passed on the wall clock, and must emit what the first attempt emitted: the
+    batch's time is the one version 2 records. On the wall clock a and b would have expired."""
     ttl_s, pause_s = 20, 30
-    source = InputDir(spark, str(tmp_path / "in"), SCHEMA)
-    checkpoint = str(tmp_path / "ckpt")
-    sink = BatchCollector()
+    kinds = tuple(RULES)
+    sources = {kind: InputDir(spark, str(tmp_path / kind / "in"), SCHEMA) for kind in kinds}
+    sinks = {kind: BatchCollector() for kind in kinds}
+    _start_python_workers(spark)
 
-    def run():
-        query = source.stream().groupBy("k").count().writeStream.outputMode("update")
-        with session_conf(spark, {PREFIX + "ttl": f"{ttl_s}s"}):
-            run_available_now(sink.attach(query), checkpoint)
+    def run(kind: str) -> None:
+        with session_conf(spark, {PREFIX + "ttl": f"{ttl_s}s",
+                                  "spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
+            run_available_now(sinks[kind].attach(_query(sources[kind], kind)), str(tmp_path / kind / "ckpt"))
 
-    for keys in (["a", "b"], ["b"], ["a", "c"]):
-        source.add([{"k": k, "v": 0} for k in keys])
-        run()
-    first = sorted(tuple(r) for r in sink.batches[2])
-    assert first == [("a", 2), ("c", 1)]
-    os.remove(os.path.join(checkpoint, "commits", "2"))
-    crc = os.path.join(checkpoint, "commits", ".2.crc")
-    if os.path.exists(crc):
-        os.remove(crc)
+    first = {}
+    for kind in kinds:
+        for keys in (["a", "b"], ["b"], ["a", "c"]):
+            sources[kind].add([{"k": k, "v": 0} for k in keys])
+            run(kind)
+        first[kind] = _as_reference_rows(kind, sinks[kind].batches[2])
+        checkpoint = str(tmp_path / kind / "ckpt")
+        os.remove(os.path.join(checkpoint, "commits", "2"))
+        crc = os.path.join(checkpoint, "commits", ".2.crc")
+        if os.path.exists(crc):
+            os.remove(crc)
+        del sinks[kind].batches[2]
+    assert first["count"] == first["pandas"] == [("a", 2), ("c", 1)], first
+    assert first["dedup"] == first["dedupww"] == [("c",)], first
+    assert first["session"] == [("a", 2), ("b", 2), ("c", 1)], first
     time.sleep(pause_s)
-    del sink.batches[2]
-    run()
-    assert sorted(tuple(r) for r in sink.batches[2]) == first
+    for kind in kinds:
+        run(kind)
+        assert _as_reference_rows(kind, sinks[kind].batches[2]) == first[kind], kind
