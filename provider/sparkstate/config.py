@@ -299,8 +299,8 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "get and put, ~150 bytes of overhead per key).", ", ".join(HEAP_LAYOUTS)),
     Declaration("heap.compression", "heap_compression", "zstd", _choice(*HEAP_COMPRESSIONS),
                 "Heap backend: compression of its delta and full snapshot files (Arrow IPC, every buffer "
-                "compressed on its own; also the RocksDB backend's change logs). On a streaming aggregation's "
-                "state, zstd's files are about 10% smaller than lz4's (docs/checkpoint-format.md#heap-backend). "
+                "compressed on its own). On a streaming aggregation's state, zstd's files are about 10% "
+                "smaller than lz4's (docs/internals/arrow-files.md#heap-backend). "
                 "Readers need no setting: every record batch names its codec.", ", ".join(HEAP_COMPRESSIONS)),
     Declaration("ttl", "ttl_ms", None, _duration,
                 "Idle-state expiry: a key no batch has written for longer than this is expired (a get does "
