@@ -73,3 +73,41 @@ def test_only_errors_a_user_can_fix_are_renamed():
     ro = rocksdb_disk_error(Exception("IO error: While open a file for appending: /x/1.sst: Read-only file system"),
                             "the database in /x", "open")
     assert isinstance(ro, LocalDiskError) and "cannot open the database in /x: Read-only file system" in str(ro)
+
+
+def test_a_full_disk_while_restoring_names_the_database_directory(tmp_path, monkeypatch):
+    """A write that fails with ENOSPC while a restore writes the database's own files (the error a full
+    disk gives on write, which names no file) fails the load naming the directory, and leaves no
+    half-written directory behind."""
+    import builtins
+
+    from sparkstate.engine.rocksdb import restore
+
+    spec = make_spec("file:" + str(tmp_path / "ckpt" / "state" / "0" / "0"), backend="rocksdb")
+    store = Store(spec, str(tmp_path / "local"))
+    try:
+        store.load(0)
+        store.apply_batch([kv(i) for i in range(100)])
+        store.commit()
+    finally:
+        store.close()
+
+    def full_disk_open(path, mode="r", *args, **kwargs):
+        if "w" in mode and os.path.basename(os.path.dirname(path)).startswith("db-"):
+            raise OSError(28, os.strerror(28))
+        return builtins.open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(restore, "open", full_disk_open, raising=False)
+    fresh = Store(spec, str(tmp_path / "local-2"))
+    try:
+        with pytest.raises(LocalDiskError) as err:
+            fresh.load(1)
+        text = str(err.value)
+        assert "cannot write the restored database into" in text and str(tmp_path / "local-2") in text
+        assert "No space left on device [errno 28]" in text and "committed versions are intact" in text
+        assert not [d for d in os.listdir(tmp_path / "local-2" / "inst-1") if d.startswith("db-")]
+        monkeypatch.undo()
+        fresh.load(1)
+        assert contents(fresh) == dict(kv(i) for i in range(100))
+    finally:
+        fresh.close()

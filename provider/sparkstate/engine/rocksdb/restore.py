@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ...checkpoint import Manifest
+from ...errors import local_disk_error
 from ..backend_contract import BackendContext
 from .. import arrow_files as hf
 from .snapshot import CommittedFiles
@@ -66,6 +67,12 @@ class IncrementalRestore:
             for pf in m.private_files:
                 with open(os.path.join(db_dir, pf.name), "wb") as f:
                     f.write(pf.data)
+        except OSError as e:
+            shutil.rmtree(db_dir, ignore_errors=True)
+            named = local_disk_error(e, e.filename or db_dir, "write the restored database into")
+            if named is e:
+                raise
+            raise named from e
         except BaseException:
             shutil.rmtree(db_dir, ignore_errors=True)
             raise
