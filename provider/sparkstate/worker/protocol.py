@@ -44,7 +44,7 @@ SYNC_OPS = frozenset({OP_GET, OP_SCAN_OPEN, OP_SCAN_NEXT, OP_SYNC, OP_GET_MANY})
 KNOWN_OPS = frozenset({OP_BATCH, OP_GET, OP_SCAN_OPEN, OP_SCAN_NEXT, OP_SCAN_CLOSE, OP_SYNC, OP_SHM_ATTACH,
                        OP_GET_MANY})
 # The largest payload a frame may announce: far above any frame the shim sends (BATCH frames are flushed
-# at 256 KiB; one record can exceed that only with a value of that size), and a bound on what a bad
+# at 32 KiB; one record can exceed that only with a value of that size), and a bound on what a bad
 # header can make the worker wait for or allocate.
 MAX_PAYLOAD = 256 << 20
 # Every storage key starts with its key group (docs/internals/keys.md, "Keys and key groups").

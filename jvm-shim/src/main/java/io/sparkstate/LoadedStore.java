@@ -6,6 +6,7 @@ import io.sparkstate.channel.ScanChunk;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.Set;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
@@ -51,6 +52,7 @@ final class LoadedStore {
   private boolean wrote;
   private long committedVersion = -1;
   private JsonNode commitMetrics;
+  private long commitWaitMs;
   private Option<String> checkpointId = Option.empty();      // the committed attempt's id (format v2)
   private Option<String> baseCheckpointId = Option.empty();  // the id of the version it was built on
   private final StoreKeyFilter keys;
@@ -365,8 +367,11 @@ final class LoadedStore {
     checkWritable("commit");
     closeOpenScans();
     JsonNode result;
+    long waitMs;
     try {
+      long t0 = System.nanoTime();
       channel().sync(handle);
+      waitMs = (System.nanoTime() - t0) / 1_000_000;
       result = Json.parse(worker.control().commit(handle), "commit");
     } catch (RuntimeException e) {
       throw provider.failure("commit", version, worker, e);
@@ -382,6 +387,7 @@ final class LoadedStore {
       readAhead.drop();
       committedVersion = newVersion;
       commitMetrics = result.get("metrics");
+      commitWaitMs = waitMs;
       checkpointId = optionalText(result, "checkpointId");
       baseCheckpointId = optionalText(result, "baseCheckpointId");
       filter = keys.trusted();
@@ -458,19 +464,18 @@ final class LoadedStore {
   StateStoreMetrics metrics() {
     State current;
     JsonNode cached;
-    long filtered;
-    long aheadGets;
     long filterBytes;
+    Map<String, Long> countedHere;
     synchronized (this) {
       current = state;
       cached = commitMetrics;
-      filtered = keys.filteredGets();
-      aheadGets = readAhead.gets();
+      countedHere = Map.of(Metrics.FILTERED_GETS, keys.filteredGets(), Metrics.READ_AHEAD_GETS, readAhead.gets(),
+          Metrics.COMMIT_WAIT_MS, commitWaitMs);
       filterBytes = keys.sizeInBytes();
     }
     // commit's "metrics" saves a call when it has the metrics() shape; otherwise ask the worker.
     if (current == State.COMMITTED && cached != null && cached.has("numKeys")) {
-      return Metrics.fromJson(cached, filtered, aheadGets, filterBytes);
+      return Metrics.fromJson(cached, countedHere, filterBytes);
     }
     if (current == State.ABORTED) {
       return Metrics.fromJson(null);
@@ -479,8 +484,7 @@ final class LoadedStore {
       if (current == State.UPDATING) {
         channel().sync(handle);
       }
-      return Metrics.fromJson(Json.parse(worker.control().metrics(handle), "metrics"), filtered, aheadGets,
-          filterBytes);
+      return Metrics.fromJson(Json.parse(worker.control().metrics(handle), "metrics"), countedHere, filterBytes);
     } catch (RuntimeException e) {
       throw provider.failure("read metrics of", version, worker, e);
     }

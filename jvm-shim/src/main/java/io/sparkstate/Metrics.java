@@ -19,8 +19,11 @@ final class Metrics {
   /** Counted in the JVM (LoadedStore), not reported by Python. */
   static final String FILTERED_GETS = "sparkstateFilteredGets";
   static final String READ_AHEAD_GETS = "sparkstateReadAheadGets";
+  static final String COMMIT_WAIT_MS = "sparkstateCommitWaitMs";
   static final List<StateStoreCustomMetric> DECLARED = List.of(
       new StateStoreCustomTimingMetric("sparkstateCommitMs", "sparkstate: time to commit a version"),
+      new StateStoreCustomTimingMetric(COMMIT_WAIT_MS,
+          "sparkstate: time the commit waited for the worker to apply the batch's last buffered writes"),
       new StateStoreCustomTimingMetric("sparkstateLoadMs", "sparkstate: time to load a version"),
       new StateStoreCustomSumMetric("sparkstateCheckpointLoads",
           "sparkstate: loads that restored a store from the checkpoint instead of reusing it live"),
@@ -43,25 +46,20 @@ final class Metrics {
 
   /** Builds Spark metrics from {@code {"numKeys", "memoryUsedBytes", "custom": {name: long}}}. */
   static StateStoreMetrics fromJson(JsonNode json) {
-    return fromJson(json, 0, 0, 0);
+    return fromJson(json, Map.of(), 0);
   }
 
   /**
-   * As {@link #fromJson(JsonNode)}, plus what the shim itself counts: its filtered gets, the gets its
-   * read-ahead answered, and its filter's bytes.
+   * As {@link #fromJson(JsonNode)}, plus what the shim itself counts: {@code countedHere} by metric name
+   * (its filtered gets, the gets its read-ahead answered, the commit's wait), and its filter's bytes.
    */
-  static StateStoreMetrics fromJson(JsonNode json, long filteredGets, long readAheadGets, long keyFilterBytes) {
+  static StateStoreMetrics fromJson(JsonNode json, Map<String, Long> countedHere, long keyFilterBytes) {
     JsonNode custom = json == null ? null : json.get("custom");
     Map<StateStoreCustomMetric, Object> values = new LinkedHashMap<>();
     for (StateStoreCustomMetric m : DECLARED) {
       JsonNode v = custom == null ? null : custom.get(m.name());
-      long value = v != null && v.canConvertToLong() ? v.asLong() : 0L;
-      if (m.name().equals(FILTERED_GETS)) {
-        value = filteredGets;
-      } else if (m.name().equals(READ_AHEAD_GETS)) {
-        value = readAheadGets;
-      }
-      values.put(m, value);
+      Long here = countedHere.get(m.name());
+      values.put(m, here != null ? here : v != null && v.canConvertToLong() ? v.asLong() : 0L);
     }
     return SparkApi.metrics(json == null ? 0L : json.path("numKeys").asLong(0),
         (json == null ? 0L : json.path("memoryUsedBytes").asLong(0)) + keyFilterBytes, values);

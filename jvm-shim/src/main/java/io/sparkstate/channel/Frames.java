@@ -33,7 +33,7 @@ final class Frames {
   /** First int of an error response. */
   static final int ERROR = -2;
   /** Pending BATCH records are flushed once they reach this many bytes (docs/internals/bridge.md, "Data frames"). */
-  static final int FLUSH_BYTES = 256 * 1024;
+  static final int FLUSH_BYTES = 32 * 1024;
 
   private Frames() {}
 
