@@ -21,7 +21,8 @@ Body fields:
                       `files/<remote>`, possibly shared with other versions; `local` is the file name
                       the database expects
     privateFiles      [{"name", "size", "crc32", "data"}]: small per-version database files (MANIFEST-*,
-                      CURRENT, OPTIONS-*, *.log, rocksdict-config.json) embedded as base64
+                      CURRENT, *.log, rocksdict-config.json) embedded as base64 (a restore writes
+                      every one it finds, OPTIONS-* included; the backend does not embed that one)
     store             optional {"queryKey", "operatorId", "partitionId", "storeName"}: the store the
                       version belongs to; a load of another store refuses it
     adoptableFrom     optional int a: a commit after this version v may name a file that no manifest lists

@@ -7,7 +7,7 @@ shared files of the manifest; a change log is told apart by its name (`delta-<v>
 
 `take_checkpoint` (prepare, synchronous) of a flushed version: flush the memtables, then
   `Checkpoint.create_checkpoint` into a fresh local directory: SSTs are hard links (no copy),
-  MANIFEST/CURRENT/OPTIONS/log are small copies. `take_logged` of a logged version: nothing to copy, the
+  MANIFEST/CURRENT/log are small copies (the OPTIONS file is not kept: NOT_KEPT_PREFIXES). `take_logged` of a logged version: nothing to copy, the
   version is its change log on top of the committed SST set.
 `upload_checkpoint` (upload): SSTs whose local name is in the current lineage (the files of the version
   this database was restored from or last committed) are referenced again; the others are uploaded under
@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 
 # Immutable files that may be shared between versions; everything else is per-version and small.
 SHARED_SUFFIXES = (".sst", ".blob")
+# Files of a checkpoint a version does not keep. RocksDB writes its OPTIONS file (7.5 KB, most of a
+# manifest) from the options it is opened with, which the backend always gives (options.py), so a restored
+# database opens the same without it.
+NOT_KEPT_PREFIXES = ("OPTIONS-",)
 
 
 @dataclass
@@ -92,7 +96,8 @@ def take_checkpoint(ctx: BackendContext, db: rocksdict.Rdict, version: int,
                                num_keys=num_keys, flush_ms=flush_ms)
     rocksdict.Checkpoint(db).create_checkpoint(ckpt_dir)
     for name in sorted(os.listdir(ckpt_dir)):
-        (res.shared_names if name.endswith(SHARED_SUFFIXES) else res.private_names).append(name)
+        if not name.startswith(NOT_KEPT_PREFIXES):
+            (res.shared_names if name.endswith(SHARED_SUFFIXES) else res.private_names).append(name)
     return res
 
 

@@ -1,0 +1,36 @@
+"""What a flushed RocksDB version keeps (engine/rocksdb/snapshot.py): SST files shared, RocksDB's small
+per-version files embedded in the manifest, the OPTIONS file not at all."""
+from __future__ import annotations
+
+import glob
+import os
+
+from sparkstate.engine import Store
+
+from ..conftest import contents, kv, make_spec
+
+
+def test_a_version_keeps_no_options_file_and_opens_with_the_store_s_options(tmp_path):
+    spec = make_spec("file:" + str(tmp_path / "ckpt" / "state" / "0" / "1"), backend="rocksdb")
+    store = Store(spec, str(tmp_path / "local-1"))
+    try:
+        store.load(0)
+        store.apply_batch([kv(i) for i in range(200)])
+        store.commit()
+        manifest = store.file_manager.read_manifest(1)
+    finally:
+        store.close()
+    names = [p.name for p in manifest.private_files]
+    assert "CURRENT" in names and any(n.startswith("MANIFEST-") for n in names)
+    assert not [n for n in names if n.startswith("OPTIONS")], names
+    assert sum(p.size for p in manifest.private_files) < 2048  # the OPTIONS file alone is ~7.5 KB
+
+    fresh = Store(spec, str(tmp_path / "local-2"))
+    try:
+        fresh.load(1)
+        assert contents(fresh) == dict(kv(i) for i in range(200))
+        # RocksDB wrote the OPTIONS file of the restored database from the options it was opened with
+        written = glob.glob(os.path.join(str(tmp_path / "local-2"), "**", "OPTIONS-*"), recursive=True)
+        assert written and "write_buffer_size=1048576" in open(written[0]).read()
+    finally:
+        fresh.close()
