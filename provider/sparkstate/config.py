@@ -270,13 +270,15 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "source read. Its cost follows the keys written, not the state: about as many bytes per "
                 "commit as the new SSTs of an update-heavy batch (docs/benchmarks/aggregation.md). The heap backend's "
                 "deltas serve both without it.", "true, false"),
-    Declaration("rocksdb.flushEveryVersions", "rocksdb_flush_every", 1, _int_at_least(1),
+    Declaration("rocksdb.flushEveryVersions", "rocksdb_flush_every", 10, _int_at_least(1),
                 "RocksDB backend: flush the memtables and upload new SST files at every this many commits "
-                "(1: every commit). A commit in between makes only its change log durable, as "
+                "(1: every commit), or sooner once the change logs since the last flush hold half the bytes "
+                "of its SST files. A commit in between makes only its change log durable, as "
                 "rocksdb.changeLog writes it (so above 1 every version keeps one for the change feed), and "
                 "opening such a version replays the change logs after the last flush. Fewer flushes mean "
-                "fewer level-0 files for RocksDB to merge into the state and a commit without a flush, for "
-                "a memtable that holds more versions (docs/benchmarks/recovery.md has the trade-off).",
+                "shorter commits, fewer bytes and fewer level-0 files for RocksDB to merge, for a memtable "
+                "that holds more versions and a journal of every write (docs/benchmarks/aggregation.md, "
+                "\"Checkpoint cost against Spark's providers\").",
                 "an integer >= 1"),
     Declaration("rocksdb.changeLogCompression", "rocksdb_change_log_compression", "zstd",
                 _choice(*HEAP_COMPRESSIONS),
@@ -377,7 +379,7 @@ class Settings:
     rocksdb_bottommost_compression: str = "same"
     rocksdb_mmap_reads: bool = False
     rocksdb_change_log: bool = False
-    rocksdb_flush_every: int = 1
+    rocksdb_flush_every: int = 10
     rocksdb_change_log_compression: str = "zstd"
     heap_snapshot_every: int = 10
     heap_max_versions_in_memory: int = 2

@@ -30,7 +30,7 @@ def _write(tmp_path, versions: int, **settings) -> str:
 
 
 def test_every_flushed_commit_uploads_one_level_0_file_and_compactions_show_apart(tmp_path):
-    flavour, t = rcf.tally_checkpoint(_write(tmp_path, 8, rocksdb_level0_trigger=4), retain=100)
+    flavour, t = rcf.tally_checkpoint(_write(tmp_path, 8, rocksdb_level0_trigger=4, rocksdb_flush_every=1), retain=100)
     assert flavour == "sparkstate" and t.versions == 8 and t.stores == 1
     assert t.files["sst flush"] == 8 and t.files["manifest"] == 8
     assert t.files["sst compaction"] >= 1  # four level-0 files trigger a compaction, uploaded at a later commit
@@ -57,7 +57,7 @@ def test_spark_provider_files_are_told_by_suffix(tmp_path):
 
 
 def test_the_report_prints_a_ratio_of_two_checkpoints(tmp_path, capsys):
-    one = _write(tmp_path / "a", 2)
+    one = _write(tmp_path / "a", 2, rocksdb_flush_every=1)
     assert rcf.main([one, one]) == 0
     out = capsys.readouterr().out
     assert "| sst flush | 2 |" in out and "1.00x bytes under state/" in out

@@ -74,7 +74,7 @@ def test_versions_retention_removed_are_refused_with_what_is_kept(new_store):
 
 @pytest.mark.parametrize("backend", ["rocksdb"])
 def test_rocksdb_without_its_change_log_says_so(new_store):
-    store = new_store(rocksdb_change_log=False)
+    store = new_store(rocksdb_change_log=False, rocksdb_flush_every=1)  # between flushes every version keeps one
     store.load(0)
     store.apply_batch([kv(1)])
     store.commit()
@@ -87,7 +87,7 @@ def test_rocksdb_without_its_change_log_says_so(new_store):
 def test_the_change_log_error_names_the_batches_that_can_be_read(new_store):
     """Versions 1-3 without a change log, 4-5 with one (the setting turned on for a restart): a feed over
     1..5 names version 3 and the batches after it, which then read; a feed over 1..3 says none can."""
-    first = new_store(rocksdb_change_log=False)
+    first = new_store(rocksdb_change_log=False, rocksdb_flush_every=1)
     for v in range(3):
         first.load(v)
         first.apply_batch([kv(v)])

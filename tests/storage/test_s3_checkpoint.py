@@ -218,7 +218,7 @@ def test_server_stopped_mid_commit_then_restarted(seaweed, tmp_path):
                 seaweed.stop(kill=True)
 
     opts = seaweed.options(max_attempts=2, connect_timeout_s=1.0, read_timeout_s=5.0)
-    spec = make_spec("file:/unused", "w1", 100, io_threads=1)
+    spec = make_spec("file:/unused", "w1", 100, io_threads=1, rocksdb_flush_every=1)  # version 2 uploads SSTs
     spec = dataclasses.replace(spec, settings=dataclasses.replace(spec.settings, state_location=f"s3://{bucket}/q"))
     s = Store(spec, str(tmp_path / "l1"), fileio=CountingS3(opts, stop_after_first_upload))
     try:

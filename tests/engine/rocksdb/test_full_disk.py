@@ -33,7 +33,8 @@ def _fill_next_files(db_dir: str, count: int = 40) -> list[str]:
 
 
 def test_a_full_disk_fails_the_commit_with_what_to_fix_and_keeps_the_committed_versions(tmp_path):
-    spec = make_spec("file:" + str(tmp_path / "ckpt" / "state" / "0" / "0"), backend="rocksdb")
+    spec = make_spec("file:" + str(tmp_path / "ckpt" / "state" / "0" / "0"), backend="rocksdb",
+                     rocksdb_flush_every=1)  # every commit flushes, into the full disk
     store = Store(spec, str(tmp_path / "local"))
     try:
         store.load(0)
