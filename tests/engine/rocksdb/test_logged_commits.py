@@ -7,6 +7,7 @@ import pytest
 
 from sparkstate.engine import Store
 from sparkstate.engine.journal import DeltaJournal
+from sparkstate.engine.rocksdb import backend as rocksdb_backend
 from sparkstate.engine.rocksdb.snapshot import CommittedFiles
 from sparkstate.errors import CorruptCheckpointError
 
@@ -63,7 +64,8 @@ def test_versions_between_flushes_upload_their_change_log_only(tmp_path):
         store.close()
 
 
-def test_a_commit_flushes_early_once_its_logs_outweigh_half_the_ssts(tmp_path):
+def test_a_commit_flushes_early_once_its_logs_outweigh_half_the_ssts(tmp_path, monkeypatch):
+    monkeypatch.setattr(rocksdb_backend, "LOG_BYTES_BEFORE_FLUSH", 0)  # the share alone decides
     store = _store(tmp_path, rocksdb_flush_every=100)
     try:
         store.load(0)
@@ -81,6 +83,37 @@ def test_a_commit_flushes_early_once_its_logs_outweigh_half_the_ssts(tmp_path):
         assert flushes and len(flushes) < 9, flushes  # neither every commit nor never
     finally:
         store.close()
+
+
+def test_a_small_state_keeps_its_logs_up_to_a_few_mib_before_it_flushes(tmp_path, monkeypatch):
+    """A batch that rewrites most of a small state: logs soon outweigh half the SST files, yet the
+    commits stay logged until the logs reach LOG_BYTES_BEFORE_FLUSH (or flushEveryVersions)."""
+    monkeypatch.setattr(rocksdb_backend, "LOG_BYTES_BEFORE_FLUSH", 40 << 10)
+    store = _store(tmp_path, rocksdb_flush_every=100)
+    try:
+        store.load(0)
+        store.apply_batch([kv(i) for i in range(300)])
+        store.commit()
+        flushes = []
+        for v in range(2, 40):
+            store.load(v - 1)
+            store.apply_batch([kv(i, b"w%d-" % v + b"x" * 30) for i in range(300)])  # every key again
+            store.commit()
+            files = CommittedFiles.of(store.file_manager.read_manifest(v))
+            assert files.log_bytes <= (40 << 10) + max((r.size for _, r in files.logs), default=0)
+            if not files.logs:
+                flushes.append(v)
+            else:
+                assert files.log_bytes > 0.5 * files.sst_bytes or len(files.logs) < 3
+        assert flushes and flushes[0] > 4, flushes  # logged well past half the SST bytes
+    finally:
+        store.close()
+    fresh = _store(tmp_path, "inst-2", rocksdb_flush_every=100)
+    try:
+        fresh.load(39)
+        assert contents(fresh) == dict(kv(i, b"w39-" + b"x" * 30) for i in range(300))
+    finally:
+        fresh.close()
 
 
 @pytest.mark.parametrize("versions", [1, 2, 3, 4, 5, 7])
