@@ -273,7 +273,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("rocksdb.flushEveryVersions", "rocksdb_flush_every", 10, _int_at_least(1),
                 "RocksDB backend: flush the memtables and upload new SST files at every this many commits "
                 "(1: every commit), or sooner once the change logs since the last flush hold half the bytes "
-                "of its SST files. A commit in between makes only its change log durable, as "
+                "of its SST files and at least 4 MiB. A commit in between makes only its change log durable, as "
                 "rocksdb.changeLog writes it (so above 1 every version keeps one for the change feed), and "
                 "opening such a version replays the change logs after the last flush. Fewer flushes mean "
                 "shorter commits, fewer bytes and fewer level-0 files for RocksDB to merge, for a memtable "
