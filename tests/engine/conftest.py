@@ -62,6 +62,18 @@ def new_store(tmp_path, backend):
         s.close()
 
 
+def commit_keys(spec: StoreSpec, local: str, n: int) -> Store:
+    """A store of `spec` under `local` that committed version 1 with keys kv(0..n-1), then closed."""
+    store = Store(spec, local)
+    try:
+        store.load(0)
+        store.apply_batch([kv(i) for i in range(n)])
+        store.commit()
+    finally:
+        store.close()
+    return store
+
+
 def kv(i: int, tag: bytes = b"v") -> tuple[bytes, bytes]:
     """Entry i: a storage key (key group i % 7, then the key's bytes) and a value tagged `tag`."""
     return storage_key(i % 7, b"key-%06d" % i), tag + b"-%d" % i

@@ -14,7 +14,7 @@ import pytest
 from sparkstate.engine import Store
 from sparkstate.errors import LocalDiskError, rocksdb_disk_error
 
-from ..conftest import contents, kv, make_spec
+from ..conftest import commit_keys, contents, kv, make_spec
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 
@@ -85,13 +85,7 @@ def test_a_full_disk_while_restoring_names_the_database_directory(tmp_path, monk
     from sparkstate.engine.rocksdb import restore
 
     spec = make_spec("file:" + str(tmp_path / "ckpt" / "state" / "0" / "0"), backend="rocksdb")
-    store = Store(spec, str(tmp_path / "local"))
-    try:
-        store.load(0)
-        store.apply_batch([kv(i) for i in range(100)])
-        store.commit()
-    finally:
-        store.close()
+    commit_keys(spec, str(tmp_path / "local"), 100)
 
     def full_disk_open(path, mode="r", *args, **kwargs):
         if "w" in mode and os.path.basename(os.path.dirname(path)).startswith("db-"):

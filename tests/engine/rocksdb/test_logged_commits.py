@@ -64,22 +64,37 @@ def test_versions_between_flushes_upload_their_change_log_only(tmp_path):
         store.close()
 
 
+def _flushed_versions(store: Store, keys: int, last: int, rewritten: int, tag, check) -> list[int]:
+    """Version 1 writes `keys` keys, versions 2..`last` rewrite the first `rewritten` with values `tag(v)`;
+    `check(files)` sees each version's files. Returns the versions that flushed."""
+    store.load(0)
+    store.apply_batch([kv(i) for i in range(keys)])
+    store.commit()
+    flushes = []
+    for v in range(2, last + 1):
+        store.load(v - 1)
+        store.apply_batch([kv(i, tag(v)) for i in range(rewritten)])
+        store.commit()
+        files = CommittedFiles.of(store.file_manager.read_manifest(v))
+        check(files)
+        if not files.logs:
+            flushes.append(v)
+    return flushes
+
+
+def _newest_log(files: CommittedFiles) -> int:
+    return max((r.size for _, r in files.logs), default=0)
+
+
 def test_a_commit_flushes_early_once_its_logs_outweigh_half_the_ssts(tmp_path, monkeypatch):
     monkeypatch.setattr(rocksdb_backend, "LOG_BYTES_BEFORE_FLUSH", 0)  # the share alone decides
+
+    def check(files: CommittedFiles) -> None:
+        assert files.log_bytes <= 0.5 * files.sst_bytes + _newest_log(files)
+
     store = _store(tmp_path, rocksdb_flush_every=100)
-    try:
-        store.load(0)
-        store.apply_batch([kv(i) for i in range(2000)])
-        store.commit()
-        flushes = []
-        for v in range(2, 12):
-            store.load(v - 1)
-            store.apply_batch([kv(i, b"w%d" % v) for i in range(400)])  # a fifth of the keys per version
-            store.commit()
-            files = CommittedFiles.of(store.file_manager.read_manifest(v))
-            assert files.log_bytes <= 0.5 * files.sst_bytes + max((r.size for _, r in files.logs), default=0)
-            if not files.logs:
-                flushes.append(v)
+    try:  # a fifth of the keys per version
+        flushes = _flushed_versions(store, 2000, 11, 400, lambda v: b"w%d" % v, check)
         assert flushes and len(flushes) < 9, flushes  # neither every commit nor never
     finally:
         store.close()
@@ -89,22 +104,14 @@ def test_a_small_state_keeps_its_logs_up_to_a_few_mib_before_it_flushes(tmp_path
     """A batch that rewrites most of a small state: logs soon outweigh half the SST files, yet the
     commits stay logged until the logs reach LOG_BYTES_BEFORE_FLUSH (or flushEveryVersions)."""
     monkeypatch.setattr(rocksdb_backend, "LOG_BYTES_BEFORE_FLUSH", 40 << 10)
+
+    def check(files: CommittedFiles) -> None:
+        assert files.log_bytes <= (40 << 10) + _newest_log(files)
+        assert not files.logs or files.log_bytes > 0.5 * files.sst_bytes or len(files.logs) < 3
+
     store = _store(tmp_path, rocksdb_flush_every=100)
-    try:
-        store.load(0)
-        store.apply_batch([kv(i) for i in range(300)])
-        store.commit()
-        flushes = []
-        for v in range(2, 40):
-            store.load(v - 1)
-            store.apply_batch([kv(i, b"w%d-" % v + b"x" * 30) for i in range(300)])  # every key again
-            store.commit()
-            files = CommittedFiles.of(store.file_manager.read_manifest(v))
-            assert files.log_bytes <= (40 << 10) + max((r.size for _, r in files.logs), default=0)
-            if not files.logs:
-                flushes.append(v)
-            else:
-                assert files.log_bytes > 0.5 * files.sst_bytes or len(files.logs) < 3
+    try:  # every key again in every version
+        flushes = _flushed_versions(store, 300, 39, 300, lambda v: b"w%d-" % v + b"x" * 30, check)
         assert flushes and flushes[0] > 4, flushes  # logged well past half the SST bytes
     finally:
         store.close()

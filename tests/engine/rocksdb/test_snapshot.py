@@ -7,19 +7,12 @@ import os
 
 from sparkstate.engine import Store
 
-from ..conftest import contents, kv, make_spec
+from ..conftest import commit_keys, contents, kv, make_spec
 
 
 def test_a_version_keeps_no_options_file_and_opens_with_the_store_s_options(tmp_path):
     spec = make_spec("file:" + str(tmp_path / "ckpt" / "state" / "0" / "1"), backend="rocksdb")
-    store = Store(spec, str(tmp_path / "local-1"))
-    try:
-        store.load(0)
-        store.apply_batch([kv(i) for i in range(200)])
-        store.commit()
-        manifest = store.file_manager.read_manifest(1)
-    finally:
-        store.close()
+    manifest = commit_keys(spec, str(tmp_path / "local-1"), 200).file_manager.read_manifest(1)
     names = [p.name for p in manifest.private_files]
     assert "CURRENT" in names and any(n.startswith("MANIFEST-") for n in names)
     assert not [n for n in names if n.startswith("OPTIONS")], names
