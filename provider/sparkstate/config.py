@@ -267,9 +267,9 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "RocksDB backend: keep each commit's writes in a change log file beside its SSTs (an Arrow "
                 "stream compressed as rocksdb.changeLogCompression, retained with its version), which Spark's change "
                 "feed (`readChangeFeed`) and snapshot replay (`snapshotStartBatchId`) of the statestore "
-                "source read. Its cost follows the keys written, not the state: about as many bytes per "
-                "commit as the new SSTs of an update-heavy batch (docs/benchmarks/aggregation.md). The heap backend's "
-                "deltas serve both without it.", "true, false"),
+                "source read. Every commit keeps one anyway while rocksdb.flushEveryVersions is above 1 (the "
+                "default): this matters with rocksdb.flushEveryVersions=1, where the log about doubles what an "
+                "update-heavy commit uploads. The heap backend's deltas serve both without it.", "true, false"),
     Declaration("rocksdb.flushEveryVersions", "rocksdb_flush_every", 10, _int_at_least(1),
                 "RocksDB backend: flush the memtables and upload new SST files at every this many commits "
                 "(1: every commit), or sooner once the change logs since the last flush hold half the bytes "
