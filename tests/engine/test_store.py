@@ -118,7 +118,7 @@ def test_commit_then_reload_in_fresh_instance(new_store):
     assert contents(fresh) == dict(kv(i) for i in range(500))
 
 
-@pytest.mark.parametrize("backend", ["rocksdb-flushed", "heap"])  # logged commits: rocksdb/test_logged_commits.py
+@pytest.mark.parametrize("backend", ["rocksdb", "heap"])  # logged commits: rocksdb/test_logged_commits.py
 def test_incremental_commit_uploads_only_new_files(new_store):
     s = new_store()
     s.load(0)
@@ -329,7 +329,7 @@ def test_two_instances_share_checkpoint(new_store, tmp_path):
 
 
 @pytest.mark.parametrize("backend,verb,pattern,after_bytes", [
-    ("rocksdb-flushed", "upload_file", "*/files/2-*", None),  # an SST upload fails
+    ("rocksdb", "upload_file", "*/files/2-*", None),      # an SST upload fails
     ("heap", "open_write", "*/files/2-*", 300),           # the delta, written in place, fails halfway
     ("rocksdb", "create_exclusive", "*/manifests/2.manifest", None),
     ("heap", "create_exclusive", "*/manifests/2.manifest", None),

@@ -96,7 +96,7 @@ def _deletes(spark, checkpoint: str, store: str | None = None) -> int:
     return reader.load(checkpoint).where("change_type = 'delete'").count()
 
 
-@pytest.mark.variants("rocksdb", "heap", "rocksdb-flushed")
+@pytest.mark.variants("rocksdb", "heap", "rocksdb-logged")
 def test_aggregation_with_watermark_eviction(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     files = random_events(seed=81, n_files=5, per_file=12, n_keys=4)
@@ -192,7 +192,7 @@ def _full_snapshot_batches(checkpoint: str, partition: int) -> list[int]:
                    if (m := re.fullmatch(r"full-(\d+)\.arrow", ref.local))})
 
 
-@pytest.mark.variants("rocksdb", "heap", "rocksdb-flushed")
+@pytest.mark.variants("rocksdb", "heap", "rocksdb-logged")
 def test_snapshot_replay_gives_the_plain_readers_rows_and_names_a_missing_snapshot(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     case.source.add_all(random_events(seed=87, n_files=6, per_file=15, n_keys=6))

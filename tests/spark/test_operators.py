@@ -118,7 +118,7 @@ def _per_key_stats(df: DataFrame) -> DataFrame:
                                F.min("v").alias("lo"), F.max("v").alias("hi"))
 
 
-@pytest.mark.variants("rocksdb", "heap", "socket", "rocksdb-flushed", slow=("py4j", "rocksdb-mapped"))
+@pytest.mark.variants("rocksdb", "heap", "socket", "rocksdb-logged", slow=("py4j", "rocksdb-mapped"))
 def test_aggregation_update_mode(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     files = random_events(seed=1, n_files=4, per_file=50, n_keys=12)
@@ -296,7 +296,7 @@ def _run_join(spark, tmp_path, how: str, seed: int):
     return read_parquet_sink(spark, output), batch, final_wm, read_ahead_gets
 
 
-@pytest.mark.variants("rocksdb", "heap", "rocksdb-flushed", slow=("socket", "py4j", "rocksdb-mapped"))
+@pytest.mark.variants("rocksdb", "heap", "rocksdb-logged", slow=("socket", "py4j", "rocksdb-mapped"))
 def test_stream_stream_inner_join(spark, tmp_path, variant):
     got, batch, _, read_ahead_gets = _run_join(spark, tmp_path, "inner", seed=7)
     assert_same_rows(got, batch.collect(), min_rows=40)
@@ -320,7 +320,7 @@ def test_stream_stream_left_outer_join(spark, tmp_path, variant):
 
 # ------------------------------------------------------------------------------ session windows
 
-@pytest.mark.variants("rocksdb", "heap", "rocksdb-flushed", slow=("socket", "py4j", "rocksdb-mapped"))
+@pytest.mark.variants("rocksdb", "heap", "rocksdb-logged", slow=("socket", "py4j", "rocksdb-mapped"))
 def test_session_window_append_mode(spark, tmp_path, variant):
     case = Case(spark, tmp_path)
     # ~1 event per 10 s per key with a 5 s gap: a mix of single-event and multi-event sessions,
