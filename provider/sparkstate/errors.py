@@ -8,6 +8,8 @@ from __future__ import annotations
 import errno
 import os
 import re
+from contextlib import contextmanager
+from typing import Iterator
 
 
 class SparkstateError(Exception):
@@ -119,6 +121,19 @@ def local_disk_error(error: OSError, path: str, action: str) -> OSError | LocalD
         return error
     reason = error.strerror or os.strerror(code or 0)
     return LocalDiskError(f"cannot {action} {path}: {reason} [errno {code}]; {advice}")
+
+
+@contextmanager
+def disk_errors_named(action: str, path: str) -> Iterator[None]:
+    """OSErrors a user can fix (a full or read-only disk) raised inside name the file the system call
+    failed on (else `path`) and what to do (local_disk_error); others pass as they are."""
+    try:
+        yield
+    except OSError as e:
+        named = local_disk_error(e, e.filename or path, action)
+        if named is e:
+            raise
+        raise named from e
 
 
 # RocksDB reports an OS error only in its status text ("IO error: No space left on device: While

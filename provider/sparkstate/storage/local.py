@@ -10,11 +10,10 @@ from __future__ import annotations
 import errno
 import os
 import uuid
-from contextlib import contextmanager
-from typing import Any, BinaryIO, Callable, Iterable, Iterator
+from typing import Any, BinaryIO, Callable, Iterable
 
 from .. import liveness
-from ..errors import local_disk_error
+from ..errors import disk_errors_named
 from .fileio import FileInfo, FileIO
 
 _CHUNK = 1 << 20
@@ -55,20 +54,6 @@ def _write_fsynced_tmp(target: str, data: bytes) -> str:
     return tmp
 
 
-@contextmanager
-def _named(action: str, path: str) -> Iterator[None]:
-    """OSErrors a user can fix (a full or read-only disk) name the path and what to do; others pass."""
-    try:
-        yield
-    except (FileNotFoundError, FileExistsError):
-        raise
-    except OSError as e:
-        named = local_disk_error(e, e.filename or path, action)  # the file the system call failed on
-        if named is e:
-            raise
-        raise named from e
-
-
 def _fsync_dir(directory: str) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -95,7 +80,7 @@ class LocalFileIO(FileIO):
 
     def open_write(self, path: str) -> BinaryIO:
         target = local_path(path)
-        with _named("create", target):
+        with disk_errors_named("create", target):
             directory = os.path.dirname(target) or "."
             os.makedirs(directory, exist_ok=True)
             f = open(target, "xb")
@@ -109,12 +94,12 @@ class LocalFileIO(FileIO):
 
     def read_bytes(self, path: str) -> bytes:
         target = local_path(path)
-        with _named("read", target), open(target, "rb") as f:
+        with disk_errors_named("read", target), open(target, "rb") as f:
             return f.read()
 
     def write_bytes_atomic(self, path: str, data: bytes) -> None:
         target = local_path(path)
-        with _named("write", target):
+        with disk_errors_named("write", target):
             tmp = _write_fsynced_tmp(target, data)
         try:
             os.replace(tmp, target)
@@ -128,7 +113,7 @@ class LocalFileIO(FileIO):
         # EEXIST if the target exists, so exactly one of two racing creators wins, and readers never
         # see a partial file (same guarantee as S3's If-None-Match: *).
         target = local_path(path)
-        with _named("write", target):
+        with disk_errors_named("write", target):
             tmp = _write_fsynced_tmp(target, data)
         try:
             try:
@@ -144,14 +129,14 @@ class LocalFileIO(FileIO):
         # Uploaded files are immutable (SSTs, staged files), so on the same file system a hard link is
         # the copy: no bytes move. Elsewhere (another mount, no hard links) the bytes are copied.
         target = local_path(path)
-        with _named("write", target):
+        with disk_errors_named("write", target):
             try:
                 _replace_via_tmp(target, lambda tmp: _link_fsynced(local_path_, tmp))
             except _CannotLink:
                 self._copy(local_path_, target)
 
     def download_file(self, path: str, local_path_: str) -> None:
-        with _named("copy", local_path_):
+        with disk_errors_named("copy", local_path_):
             self._copy(local_path(path), local_path_)
 
     def exists(self, path: str) -> bool:
@@ -160,7 +145,7 @@ class LocalFileIO(FileIO):
     def list(self, prefix_dir: str) -> list[str]:
         target = local_path(prefix_dir)
         try:
-            with _named("list", target):
+            with disk_errors_named("list", target):
                 return [e.name for e in os.scandir(target) if e.is_file()]
         except FileNotFoundError:
             return []
@@ -171,7 +156,7 @@ class LocalFileIO(FileIO):
 
     def size(self, path: str) -> int:
         target = local_path(path)
-        with _named("read", target):
+        with disk_errors_named("read", target):
             return os.stat(target).st_size
 
     def list_info(self, prefix_dir: str, recursive: bool = False) -> list[FileInfo]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ...checkpoint import Manifest
-from ...errors import local_disk_error
+from ...errors import disk_errors_named
 from ..backend_contract import BackendContext
 from .. import arrow_files as hf
 from .snapshot import CommittedFiles
@@ -62,17 +62,12 @@ class IncrementalRestore:
         cached = fm.fetch_all(m.shared_files, layout.cache_dir, m.version, verify)
         db_dir = layout.new_db_dir()
         try:
-            for local in files.ssts:
-                _link_or_copy(cached[local], os.path.join(db_dir, local))
-            for pf in m.private_files:
-                with open(os.path.join(db_dir, pf.name), "wb") as f:
-                    f.write(pf.data)
-        except OSError as e:
-            shutil.rmtree(db_dir, ignore_errors=True)
-            named = local_disk_error(e, e.filename or db_dir, "write the restored database into")
-            if named is e:
-                raise
-            raise named from e
+            with disk_errors_named("write the restored database into", db_dir):
+                for local in files.ssts:
+                    _link_or_copy(cached[local], os.path.join(db_dir, local))
+                for pf in m.private_files:
+                    with open(os.path.join(db_dir, pf.name), "wb") as f:
+                        f.write(pf.data)
         except BaseException:
             shutil.rmtree(db_dir, ignore_errors=True)
             raise

@@ -7,8 +7,9 @@ shared files of the manifest; a change log is told apart by its name (`delta-<v>
 
 `take_checkpoint` (prepare, synchronous) of a flushed version: flush the memtables, then
   `Checkpoint.create_checkpoint` into a fresh local directory: SSTs are hard links (no copy),
-  MANIFEST/CURRENT/log are small copies (the OPTIONS file is not kept: NOT_KEPT_PREFIXES). `take_logged` of a logged version: nothing to copy, the
-  version is its change log on top of the committed SST set.
+  MANIFEST/CURRENT/log are small copies (the OPTIONS file is not kept: NOT_KEPT_PREFIXES).
+  `take_logged` of a logged version: nothing to copy, the version is its change log on top of the
+  committed SST set.
 `upload_checkpoint` (upload): SSTs whose local name is in the current lineage (the files of the version
   this database was restored from or last committed) are referenced again; the others are uploaded under
   fresh unique names. Private files are embedded in the manifest, which is written last. Only after the
