@@ -28,5 +28,5 @@ def test_the_shims_unit_tests_pass():
     passed = [line for line in done.stdout.splitlines() if line.startswith("PASS ")]
     assert len(passed) >= 20, report[-3000:]
     for suite in ("KeyCodecTest", "FramesTest", "WorkerPoolTest", "LivenessTest", "ShimSettingsTest",
-                  "StoreFailuresTest", "WorkerDirTest"):
+                  "StoreFailuresTest", "WorkerDirTest", "MetricsTest"):
         assert any(line.startswith(f"PASS {suite}.") for line in passed), f"no test of {suite} ran"

@@ -19,7 +19,8 @@ public final class ShimTests {
   static final List<Class<?>> SUITES = List.of(KeyCodecTest.class, FramesTest.class, WorkerPoolTest.class,
       LivenessTest.class, ShimSettingsTest.class, PythonStoreExceptionTest.class, KeyFilterTest.class,
       StoreKeyFilterTest.class, KeyFilterHandoverTest.class, ReadAheadCacheTest.class, StoreFailuresTest.class,
-      ExitStatusTest.class, WorkerStderrTest.class, BuildIdTest.class, SparkLineTest.class, WorkerDirTest.class);
+      ExitStatusTest.class, WorkerStderrTest.class, BuildIdTest.class, SparkLineTest.class, WorkerDirTest.class,
+      MetricsTest.class);
 
   public static void main(String[] args) {
     int passed = 0;
