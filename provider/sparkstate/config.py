@@ -312,7 +312,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "Idle-state expiry: a key no batch has written for longer than this is expired (a get does "
                 "not see it, scans skip it, and a later commit deletes it), measured in the batch times the "
                 "checkpoint records, so a re-executed batch expires the same keys. Unset or none: nothing "
-                "expires. Stream-stream joins refuse it (give their operator none). Costs 8 bytes per key; "
+                "expires. A stream-stream join forgets a side's key with all its rows. Costs 8 bytes per key; "
                 "docs/ttl.md says what it means for each operator.", _DURATION_VALID),
     Declaration(TTL_OPERATOR_KEY, "ttl_operators", (), _duration,
                 "The ttl of the operator with this id (the operatorId Spark's state-metadata source lists), "

@@ -2,14 +2,12 @@
 the checkpoint records, deletion happens a slice per commit, and stamps survive restarts."""
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import pytest
 
 from sparkstate.engine import Store
 from sparkstate.engine.ttl import STAMP, StampedBackend
-from sparkstate.errors import ConfigError
 
 from .conftest import contents, kv, make_spec, settle
 
@@ -231,22 +229,6 @@ def test_a_walk_visits_every_entry_once(new_store, clock):
         if position is None:
             break
     assert sorted(seen) == sorted(kv(i)[0] for i in range(300))
-
-
-def _join_spec(tmp_path, store_name: str, **settings):
-    spec = make_spec("file:" + str(tmp_path / "join"), backend="rocksdb", **settings)
-    return dataclasses.replace(spec, operator_id=3, store_name=store_name)
-
-
-@pytest.mark.parametrize("store_name", ["left-keyToNumValues", "right-keyWithIndexToValue"])
-def test_ttl_on_a_join_store_is_refused_by_operator(tmp_path, store_name):
-    from sparkstate.config import Settings
-    with pytest.raises(ConfigError, match=r"operator 3 is a stream-stream join.*ttl\.operator\.3=none"):
-        Store(_join_spec(tmp_path, store_name, ttl_ms=TTL), str(tmp_path / "l"))
-    none_for_the_join = Settings.parse({"spark.sql.streaming.stateStore.sparkstate.ttl": "1h",
-                                        "spark.sql.streaming.stateStore.sparkstate.ttl.operator.3": "none"})
-    spec = dataclasses.replace(_join_spec(tmp_path, store_name), settings=none_for_the_join)
-    Store(spec, str(tmp_path / "l")).close()
 
 
 def test_a_copy_of_the_stored_values_keeps_the_stamps(new_store, clock, tmp_path):

@@ -178,7 +178,12 @@ def test_memory_sink_in_complete_mode_4_to_3(spark, tmp_path, variant):
     assert_same_rows(spark.table(table).collect(), _per_key_stats(case.source.batch()).collect(), min_rows=20)
 
 
-def test_stream_stream_join_3_to_12(spark, tmp_path, variant):
+@pytest.mark.parametrize("ttl", [None, pytest.param("1h", marks=pytest.mark.slow)], ids=["no-ttl", "ttl"])
+def test_stream_stream_join_3_to_12(spark, tmp_path, variant, ttl, request):
+    """With a ttl nothing reaches, the count stores carry stamps and the rows stores do not: both move."""
+    if ttl is not None:
+        spark.conf.set(PREFIX + "ttl", ttl)
+        request.addfinalizer(lambda: spark.conf.unset(PREFIX + "ttl"))
     n_files = 4
     left_files, right_files = _join_inputs(31, n_files)
     left_files.append([advance_row(n_files, "adv-left")])

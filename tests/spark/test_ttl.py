@@ -10,6 +10,7 @@ batch to check that no key's fate depends on which partition it lives in.
 """
 from __future__ import annotations
 
+import glob
 import os
 import time
 
@@ -55,8 +56,9 @@ SCENARIO = {"count": [[("a", 1), ("b", 1), ("c", 1), ("d", 1)], [("a", 3)], [("b
             "dedup": [[("a",), ("b",), ("c",), ("d",)], [], [], [("c",)], [("a",), ("b",), ("d",), ("e",)]]}
 
 
-def _batch_times(checkpoint: str, batch_ids: list[int]) -> list[list[int]]:
-    """Per batch of `batch_ids`, the batch time each partition's store of operator 0 ran it at (from the
+def _batch_times(checkpoint: str, batch_ids: list[int], store_name: str = "") -> list[list[int]]:
+    """Per batch of `batch_ids`, the batch time each partition's store of operator 0 (`store_name`: one
+    of its stores other than the default) ran it at (from the
     manifests: batch b loads version b; batch 0 runs at the `batchTimeMs` of version 1). A partition
     without the version (one a rescale removed, or one it added) has no time for that batch."""
     from sparkstate.checkpoint import Manifest
@@ -64,7 +66,7 @@ def _batch_times(checkpoint: str, batch_ids: list[int]) -> list[list[int]]:
     root = os.path.join(checkpoint, "state", "0")
     times: list[list[int]] = [[] for _ in batch_ids]
     for part in sorted(os.listdir(root), key=lambda n: (not n.isdigit(), n)):
-        manifests = os.path.join(root, part, "sparkstate", "manifests")
+        manifests = os.path.join(root, part, store_name, "sparkstate", "manifests")
         if not part.isdigit() or not os.path.isdir(manifests):
             continue
         for i, b in enumerate(batch_ids):
@@ -145,6 +147,8 @@ def _query(source: InputDir, kind: str):
         return (stream.groupBy("k").applyInPandasWithState(_counting_fn(), "k string, count long", "count long",
                                                            "update", GroupStateTimeout.NoTimeout)
                 .writeStream.outputMode("update"))
+    if kind == "join":  # the stream joined with itself: each side gets every row
+        return stream.join(source.stream().withColumnRenamed("v", "w"), "k").writeStream.outputMode("append")
     assert kind == "dedupww"
     return (timed.withWatermark("ts", "365 days").dropDuplicatesWithinWatermark(["k"]).select("k")
             .writeStream.outputMode("append"))
@@ -276,33 +280,146 @@ def test_a_bad_duration_fails_the_query_naming_the_key(spark, tmp_path):
     assert f"invalid value '3 weeks' for '{PREFIX}ttl.operator.0'" in message and "duration" in message
 
 
-def test_a_join_with_a_ttl_is_refused_naming_the_operator_and_runs_with_none(spark, tmp_path):
+# A stream-stream join side: (key, row) pairs of its left and right input per batch. PAUSE_S passes after
+# batch 1, so batch 3 runs more than the ttl after every write of batches 0 to 2: there a comes back on the
+# left with one row where it had two (the second is left past its new count and deleted), c comes back on
+# the right, and every other key is deleted with its rows; in batch 4 each side matches what batch 3 wrote.
+JOIN_BATCHES = [([("a", 1), ("a", 2), ("b", 3)], []), ([], [("a", 10)]), ([("c", 4)], [("b", 11)]),
+                ([("a", 5)], [("c", 12)]), ([("c", 6)], [("a", 13)])]
+JOIN_SCENARIO = ([[], [("a", 1, 10), ("a", 2, 10)], [("b", 3, 11)], [], [("a", 5, 13), ("c", 6, 12)]],
+                 [0, 0, 0, 5, 0])
+
+
+def _join_reference(batches: list[tuple[list, list]], times: list[int],
+                    ttl_ms: int = TTL_S * 1000) -> tuple[list[list[tuple]], list[int]]:
+    """Per batch: the inner join's sorted (key, left row, right row) output, and the rows its stores
+    delete (Spark reports a join's custom metrics from its rows stores only): an expired key not written
+    again loses all its rows (and its count), one written again the rows past its new count."""
+    state: dict[str, dict] = {"left": {}, "right": {}}  # side -> key -> (rows, batch time of its last write)
+    out, deleted = [], []
+    for t, (left, right) in zip(times, batches):
+        gone = 0
+        for side, new in (("left", left), ("right", right)):
+            written = [k for k, _ in new]
+            alive = {}
+            for k, (rows, at) in state[side].items():
+                if t - at <= ttl_ms:
+                    alive[k] = (rows, at)
+                elif k in written:
+                    gone += max(0, len(rows) - written.count(k))
+                else:
+                    gone += len(rows)
+            state[side] = alive
+        old_left, old_right = ({k: rows for k, (rows, _) in state[side].items()} for side in ("left", "right"))
+        pairs = [(k, v, w) for k, v in left for w in old_right.get(k, []) + [w for kk, w in right if kk == k]]
+        pairs += [(k, v, w) for k, w in right for v in old_left.get(k, [])]
+        for side, new in (("left", left), ("right", right)):
+            for k, v in new:
+                rows = state[side].get(k, ([], t))[0]
+                state[side][k] = (rows + [v], t)
+        out.append(sorted(pairs))
+        deleted.append(gone)
+    return out, deleted
+
+
+def _join_query(left: InputDir, right: InputDir, keys: list[str]):
+    return (left.stream().join(right.stream().withColumnRenamed("v", "w"), keys)
+            .select("k", "v", "w").writeStream.outputMode("append"))
+
+
+@pytest.mark.slow  # a pause of PAUSE_S and 5 query runs per backend: about two minutes per backend
+def test_a_join_expires_a_key_with_its_rows_by_the_rule(spark, variant, tmp_path):
+    """An inner join without a watermark, each batch its own run: each side's key is forgotten, count and
+    rows together, the ttl after that side last wrote it; the output and the deletes follow the rule over
+    the recorded batch times."""
     left, right = (InputDir(spark, str(tmp_path / side), SCHEMA) for side in ("left", "right"))
-    left.add([{"k": "a", "v": 1}, {"k": "b", "v": 2}])
-    right.add([{"k": "a", "v": 10}])
-    sink = BatchCollector()
+    sink, progress, checkpoint = BatchCollector(), [], str(tmp_path / "ckpt")
+    with session_conf(spark, {PREFIX + "ttl": f"{TTL_S}s",
+                              "spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
+        for b, (left_rows, right_rows) in enumerate(JOIN_BATCHES):
+            if b == PAUSE_AFTER + 1:
+                time.sleep(PAUSE_S)
+            left.add([{"k": k, "v": v} for k, v in left_rows])
+            right.add([{"k": k, "v": v} for k, v in right_rows])
+            runs = run_available_now_progress(sink.attach(_join_query(left, right, ["k"])), checkpoint)
+            assert [p["batchId"] for p in runs] == [b]
+            progress += runs
+    times = _batch_times(checkpoint, list(range(len(JOIN_BATCHES))), "left-keyToNumValues")
+    early = _join_reference(JOIN_BATCHES, [min(t) for t in times])
+    late = _join_reference(JOIN_BATCHES, [max(t) for t in times])
+    assert early == late, f"a key's fate depends on its partition's clock: {_since_first(times)}"
+    got = [sorted(tuple(r) for r in sink.batches[b]) for b in range(len(JOIN_BATCHES))]
+    assert (got, _expired_metric(progress)) == early
+    assert early == JOIN_SCENARIO, f"batches ran too slowly for these durations: {_since_first(times)}"
 
-    def run(conf):
-        joined = left.stream().join(right.stream().withColumnRenamed("v", "w"), "k")
-        with session_conf(spark, conf):
-            run_available_now(sink.attach(joined.writeStream.outputMode("append")), str(tmp_path / "ckpt"))
 
-    with pytest.raises(Exception) as refused:
-        run({PREFIX + "ttl": "1h"})
-    assert "operator 0 is a stream-stream join" in str(refused.value)
-    assert f"{PREFIX}ttl.operator.0=none" in str(refused.value)
-    run({PREFIX + "ttl": "1h", PREFIX + "ttl.operator.0": "none"})
-    assert [tuple(r) for b in sink.batch_ids() for r in sink.batches[b]] == [("a", 1, 10)]
+def _join_side_entries(store_dir: str, tmp_path) -> list[tuple[bytes, bytes]]:
+    from sparkstate.engine import Store, StoreSpec
+
+    part = int(os.path.basename(os.path.dirname(store_dir)))
+    spec = StoreSpec.from_json({
+        "checkpointLocation": store_dir, "operatorId": 0, "partitionId": part,
+        "storeName": os.path.basename(store_dir), "instanceId": f"read-{time.time_ns()}", "queryRunId": "read",
+        "keySchema": "{}", "valueSchema": "{}", "numColsPrefixKey": 0, "numPartitions": 1,
+        "minVersionsToRetain": 10, "settings": {}})
+    store = Store(spec, local_root=str(tmp_path / "local"))
+    try:
+        store.load(store.file_manager.latest_version())
+        return [row for chunk in store.scan(b"", 10_000, 1 << 24) for row in chunk]
+    finally:
+        store.close()
+
+
+def test_a_join_with_a_ttl_that_expires_nothing_keeps_every_row(spark, tmp_path):
+    """Nothing reaches the ttl: every batch (each its own run) gives the reference's join and nothing is
+    deleted. The values stores' keys, Spark's own bytes, split into their count keys (a string, an int and
+    a decimal too long for its slot) with every index below the count: what the deletes rely on."""
+    from pyspark.sql.types import DecimalType, IntegerType
+
+    from sparkstate.engine.join_expiry import IndexedKeys, count_of
+
+    left, right = (InputDir(spark, str(tmp_path / side), "k string, n int, v long") for side in ("left", "right"))
+    batches = [([("a", 1), ("a", 2), ("bb", 3)], [("a", 10)]), ([("c", 4)], [("bb", 11), ("a", 12)]),
+               ([("a", 5)], [("c", 13), ("zz", 14)])]
+    sink, progress, checkpoint = BatchCollector(), [], str(tmp_path / "ckpt")
+
+    def keyed(source: InputDir):
+        stream = source.stream()
+        return stream.withColumn("d", (F.col("n") * 7).cast(DecimalType(25, 2)))
+
+    with session_conf(spark, {PREFIX + "ttl": "1h"}):
+        for left_rows, right_rows in batches:
+            left.add([{"k": k, "n": len(k), "v": v} for k, v in left_rows])
+            right.add([{"k": k, "n": len(k), "v": v} for k, v in right_rows])
+            query = (keyed(left).join(keyed(right).withColumnRenamed("v", "w"), ["k", "n", "d"])
+                     .select("k", "v", "w").writeStream.outputMode("append"))
+            progress += run_available_now_progress(sink.attach(query), checkpoint)
+    expected, deleted = _join_reference(batches, [0] * len(batches), ttl_ms=3_600_000)
+    assert [sorted(tuple(r) for r in sink.batches[b]) for b in sink.batch_ids()] == expected
+    assert _expired_metric(progress) == deleted == [0, 0, 0]
+
+    schema = (StructType().add("k", StringType()).add("n", IntegerType()).add("d", DecimalType(25, 2))
+              .add("index", LongType()))
+    keys, rows_checked = IndexedKeys(schema.json()), 0
+    for side in ("left", "right"):
+        for part_dir in glob.glob(os.path.join(checkpoint, "state", "0", "*", f"{side}-keyToNumValues")):
+            counts = {k: count_of(v) for k, v in _join_side_entries(part_dir, tmp_path)}
+            values_dir = os.path.join(os.path.dirname(part_dir), f"{side}-keyWithIndexToValue")
+            split = [keys.split(k) for k, _ in _join_side_entries(values_dir, tmp_path)]
+            assert all(s is not None and s[0] in counts and 0 <= s[1] < counts[s[0]] for s in split), part_dir
+            assert len(split) == sum(counts.values())
+            rows_checked += len(split)
+    assert rows_checked == sum(len(left_rows) + len(right_rows) for left_rows, right_rows in batches)
 
 
 @pytest.mark.slow  # a pause longer than the ttl and 20 query runs per backend: about three minutes
 def test_a_batch_re_executed_after_a_crash_expires_the_same_keys(spark, variant, tmp_path):
-    """Every operator of the scenario test. The driver dies after the stores committed batch 2 and before
-    Spark's commit log recorded it (done here by deleting `commits/2`); the restart runs batch 2 again,
+    """Every operator of the scenario test, and a join. The driver dies after the stores committed batch 2
+    and before Spark's commit log recorded it (done here by deleting `commits/2`); the restart runs batch 2 again,
     long after the ttl has passed on the wall clock, and must emit what the first attempt emitted: the
     batch's time is the one version 2 records. On the wall clock a and b would have expired."""
     ttl_s, pause_s = 20, 30
-    kinds = tuple(RULES)
+    kinds = tuple(RULES) + ("join",)
     sources = {kind: InputDir(spark, str(tmp_path / kind / "in"), SCHEMA) for kind in kinds}
     sinks = {kind: BatchCollector() for kind in kinds}
     _start_python_workers(spark)
@@ -327,6 +444,7 @@ def test_a_batch_re_executed_after_a_crash_expires_the_same_keys(spark, variant,
     assert first["count"] == first["pandas"] == [("a", 2), ("c", 1)], first
     assert first["dedup"] == first["dedupww"] == [("c",)], first
     assert first["session"] == [("a", 2), ("b", 2), ("c", 1)], first
+    assert first["join"] == [("a", 0, 0)] * 3 + [("c", 0, 0)], first  # a: its row of batch 0 on each side, and itself
     time.sleep(pause_s)
     for kind in kinds:
         run(kind)

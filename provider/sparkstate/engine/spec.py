@@ -75,6 +75,12 @@ class StoreSpec:
         return StoreLocation(self.checkpoint_location, self.operator_id, self.partition_id, self.store_name,
                              self.settings.state_location)
 
+    def same_partition(self, other: "StoreSpec") -> bool:
+        """Whether `other` is a store of the same query, operator and partition (any store name)."""
+        mine, theirs = self.location, other.location
+        return (self.operator_id, self.partition_id, mine.checkpoint_root(), mine.state_location_setting) == \
+            (other.operator_id, other.partition_id, theirs.checkpoint_root(), theirs.state_location_setting)
+
     def identity(self) -> StoreIdentity:
         """What the manifests of this store say they belong to."""
         return StoreIdentity(query_key(self.location.checkpoint_root()), self.operator_id, self.partition_id,

@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Collection, Iterator, Sequence
+from typing import Callable, Collection, Iterator, Sequence
 
 from ..checkpoint import CheckpointFileManager, Manifest
 from ..checkpoint.location import open_file_manager, open_fileio
@@ -36,7 +36,8 @@ from .change_feed import VersionChanges, read_changes, snapshot_lineage
 from .local_layout import InstanceLayout, default_local_root, reclaim_dead_instances, safe_name
 from .snapshot_runner import run_snapshot
 from .spec import StoreSpec
-from .ttl import BatchClocks, StampedBackend, refuse_join_ttl
+from .join_expiry import OrphanSweep, count_of, count_store_of, is_values_store
+from .ttl import STAMP, STAMP_BYTES, BatchClocks, StampedBackend, unwrapped
 
 log = logging.getLogger(__name__)
 
@@ -125,18 +126,24 @@ class Store:
     Idle-state expiry (engine/ttl.py): with a ttl, or when the loaded version's values carry stamps, the
     backend is wrapped in a `StampedBackend` running at the batch time of the loaded version (`_clocks`);
     a version without stamps loaded with a ttl is stamped in full first, and every commit deletes the
-    expired keys of one slice before its snapshot.
+    expired keys of one slice before its snapshot. A join's values store is not stamped: its commit deletes
+    the rows its side's count store no longer counts (engine/join_expiry.py), asking that store through
+    `partners` (the open stores of this store's partition, by store name).
 
     Threads: data calls come from one thread; metrics, abort, release and maintenance may come from
     others. `_lock` guards the state, the backend and the metrics. Cleanup works on remote files only
     and runs without `_lock` (the file manager locks its own caches), so it does not stall commits.
     """
 
-    def __init__(self, spec: StoreSpec, local_root: str | None = None, *, fileio: FileIO | None = None) -> None:
+    def __init__(self, spec: StoreSpec, local_root: str | None = None, *, fileio: FileIO | None = None,
+                 partners: Callable[[StoreSpec, str], Sequence["Store"]] | None = None) -> None:
         self.spec = spec
         self._ttl_ms = spec.settings.ttl_for(spec.operator_id)  # None: nothing expires
-        if self._ttl_ms is not None:
-            refuse_join_ttl(spec.operator_id, spec.store_name, self._ttl_ms)
+        self._orphans: OrphanSweep | None = None  # a join's values store with a ttl
+        if self._ttl_ms is not None and is_values_store(spec.store_name):
+            self._orphans = OrphanSweep(spec.key_schema_json)
+            self._ttl_ms = None  # its count store decides; its own values carry no stamps
+        self._partners = partners
         root = local_root or spec.settings.local_dir or default_local_root()
         reclaim_dead_instances(root)  # once per process: the copies of killed workers on this machine
         try:
@@ -421,6 +428,45 @@ class Store:
             log.info("%s: idle-state expiry stamped the %d entries of version %s with batch time %s",
                      self.spec.describe(), n, self._version, self._ctx.stamps.batch_time_ms)
 
+    def _expire(self, backend: Backend) -> int:
+        """Delete one slice's expired keys (a join's values store: its orphans) before a commit."""
+        rows = self.spec.settings.ttl_cleanup_rows
+        if isinstance(backend, StampedBackend):
+            return backend.sweep(rows)
+        if self._orphans is not None:
+            assert self._version is not None
+            base = self._version
+            deleted = self._orphans.sweep(backend, lambda keys: self._partner_counts(base, keys), rows)
+            if deleted is None:
+                log.warning("%s: idle-state expiry found no open %s of version %d in this worker; its orphans "
+                            "wait for a later commit", self.spec.describe(), count_store_of(self.spec.store_name),
+                            base)
+            return deleted or 0
+        return 0
+
+    def _partner_counts(self, version: int, keys: Sequence[bytes]) -> list[int | None] | None:
+        for partner in self._partners(self.spec, count_store_of(self.spec.store_name)) if self._partners else ():
+            counts = partner.visible_counts(version, keys)
+            if counts is not None:
+                return counts
+        return None
+
+    def visible_counts(self, version: int, keys: Sequence[bytes]) -> list[int | None] | None:
+        """A join count store's row counts of `keys` as the batch that read `version` sees them (an expired
+        count is None), or None when this store holds neither `version` (loaded, maybe written) nor the
+        version it just committed from it."""
+        with self._lock:
+            held = version + 1 if self._state is State.COMMITTED else version
+            if self._state not in (State.LOADED, State.UPDATING, State.COMMITTED) or self._version != held:
+                return None
+            clock = self._clocks.clock_of(version)
+            inner = unwrapped(self._backend)
+            if clock is None or inner is None or self._ttl_ms is None:
+                return None
+            edge = clock - self._ttl_ms
+            oldest = STAMP.pack(edge) if edge >= 0 else b""
+            return [None if v is None or v < oldest else count_of(v[STAMP_BYTES:]) for v in inner.get_many(keys)]
+
     def _read_manifest_for_load(self, version: int, checkpoint_id: str | None) -> Manifest | None:
         try:
             return self._file_manager.read_manifest(version, checkpoint_id)
@@ -442,8 +488,7 @@ class Store:
             ids.base_checkpoint_id = self._checkpoint_id if self.spec.checkpoint_ids else None
             try:
                 backend = self._live()
-                expired = backend.sweep(self.spec.settings.ttl_cleanup_rows) \
-                    if isinstance(backend, StampedBackend) else 0
+                expired = self._expire(backend)
                 outcome, timings = run_snapshot(backend, new_version)
             except BaseException:
                 # The writes are not durable; the next load must restore the previous version.

@@ -18,29 +18,16 @@ import time
 from typing import Sequence
 
 from ..checkpoint import Manifest
-from ..config import PREFIX, format_duration
-from ..errors import ConfigError
 from .backend_contract import Backend, CommitStamps, Cursor, SnapshotOutcome, SnapshotResources
 
 STAMP = struct.Struct(">Q")
 STAMP_BYTES = STAMP.size
-# The stores of a stream-stream join (state format 2): a key's count and its indexed values.
-JOIN_STORE_SUFFIXES = ("-keyToNumValues", "-keyWithIndexToValue")
 _CONVERT_ROWS = 4096  # entries stamped at a time when a version without stamps is converted
 
 
 def wall_clock_ms() -> int:
     """The batch time of a batch that reads no manifest (version 0, a store started empty)."""
     return int(time.time() * 1000)
-
-
-def refuse_join_ttl(operator_id: int, store_name: str, ttl_ms: int) -> None:
-    """A join's two stores per side must expire a key together, which expiry per store cannot promise."""
-    if store_name.endswith(JOIN_STORE_SUFFIXES):
-        raise ConfigError(
-            f"operator {operator_id} is a stream-stream join (its store {store_name!r}), and idle-state expiry "
-            f"({format_duration(ttl_ms)}) cannot expire a key's count and its values together: set "
-            f"{PREFIX}ttl.operator.{operator_id}=none for it")
 
 
 class StampedCursor(Cursor):
@@ -190,6 +177,11 @@ class BatchClocks:
 
     def knows(self, version: int) -> bool:
         return version in self._known
+
+    def clock_of(self, version: int) -> int | None:
+        """The batch time of the batch that reads `version`, if this store holds or held it."""
+        known = self._known.get(version)
+        return known[0] if known is not None else None
 
     def forget(self, version: int) -> None:
         """`version` is about to be held anew (started empty, replayed, committed): decide it afresh."""

@@ -23,6 +23,13 @@ class StoreTable:
         self.lock = threading.Lock()
         self.handles = itertools.count(1)  # next(handles) under `lock`
 
+    def partners(self, spec: StoreSpec, store_name: str) -> list[Store]:
+        """The open stores of `spec`'s query, operator and partition named `store_name` (a join side's other
+        store: a task opens all of a join's stores through one worker)."""
+        with self.lock:
+            stores = list(self.stores.values())
+        return [s for s in stores if s.spec.store_name == store_name and s.spec.same_partition(spec)]
+
 
 class StoreRegistry:
     def __init__(self, local_root: str | None = None, table: StoreTable | None = None):
@@ -32,7 +39,7 @@ class StoreRegistry:
         self._local_root = local_root
 
     def open(self, spec: StoreSpec) -> int:
-        store = Store(spec, local_root=spec.settings.local_dir or self._local_root)
+        store = Store(spec, local_root=spec.settings.local_dir or self._local_root, partners=self._table.partners)
         with self._table.lock:
             handle = next(self._table.handles)
             self._stores[handle] = store
