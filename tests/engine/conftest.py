@@ -99,7 +99,8 @@ def contents(store: Store, prefix: bytes = b"") -> dict[bytes, bytes]:
 
 
 def settle(store: Store, timeout: float = 30.0) -> None:
-    """Wait until the store's backend has no background snapshot in flight (heap; no-op for RocksDB)."""
+    """Wait until the store's backend has no background snapshot in flight (a heap full snapshot, a
+    RocksDB SST set written in maintenance)."""
     wait = getattr(store._backend, "wait_for_background", None)
     if wait is not None:
         assert wait(timeout), "background snapshot did not finish"

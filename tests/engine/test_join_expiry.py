@@ -169,3 +169,15 @@ def test_a_count_store_at_another_version_is_not_asked(join_side):
     values.load(2)
     clock.at(T0 + 3 * TTL)
     assert values.commit().metrics["sparkstateTtlExpiredKeys"] == 0
+
+
+def test_partners_share_the_query_operator_and_partition(tmp_path):
+    def spec(root: str, op: int, part: int, name: str):
+        base = make_spec(f"file:{root}/state/{op}/{part}/{name}")
+        return dataclasses.replace(base, operator_id=op, partition_id=part, store_name=name)
+
+    values = spec("/q1", 3, 1, "left-keyWithIndexToValue")
+    assert values.same_partition(spec("/q1", 3, 1, "left-keyToNumValues"))
+    assert not values.same_partition(spec("/q1", 3, 2, "left-keyToNumValues"))
+    assert not values.same_partition(spec("/q1", 4, 1, "left-keyToNumValues"))
+    assert not values.same_partition(spec("/q2", 3, 1, "left-keyToNumValues"))

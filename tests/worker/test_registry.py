@@ -7,8 +7,9 @@ from sparkstate.worker.registry import StoreRegistry, StoreTable
 
 
 class _Store:
-    def __init__(self, spec, local_root=None):
+    def __init__(self, spec, local_root=None, partners=None):
         self.spec = spec
+        self.partners = partners
         self.closed = False
 
     def close(self):
@@ -20,9 +21,21 @@ def fake_stores(monkeypatch):
     monkeypatch.setattr(registry_module, "Store", _Store)
 
 
-def _spec(name):
+def _spec(name, partition=0, store_name="default"):
     from types import SimpleNamespace
-    return SimpleNamespace(name=name, settings=SimpleNamespace(local_dir=None))
+    return SimpleNamespace(name=name, store_name=store_name, settings=SimpleNamespace(local_dir=None),
+                           same_partition=lambda other: other.partition == partition, partition=partition)
+
+
+def test_a_store_finds_its_partners_in_every_registry_of_the_table():
+    """A join's values store asks its side's count store (engine/join_expiry.py): same partition, by name."""
+    table = StoreTable()
+    first, second = StoreRegistry(table=table), StoreRegistry(table=table)
+    values = first.get(first.open(_spec("values", 3, "left-keyWithIndexToValue")))
+    counts = second.get(second.open(_spec("counts", 3, "left-keyToNumValues")))
+    first.open(_spec("other partition", 4, "left-keyToNumValues"))
+    assert values.partners(values.spec, "left-keyToNumValues") == [counts]
+    assert values.partners(values.spec, "right-keyToNumValues") == []
 
 
 def test_workers_sharing_a_table_reach_each_others_stores():

@@ -602,8 +602,8 @@ class Store:
 
     @counted_as("maintenance")
     def maintenance_snapshot(self) -> None:
-        """Backend hook (RocksDB: nothing, every commit writes a complete version; heap: start a due
-        background full snapshot). Never waits for I/O under the lock."""
+        """Backend hook (RocksDB between flushes: write the SST set of an idle committed version in the
+        background; heap: start a due background full snapshot). Never waits for I/O under the lock."""
         with self._lock:
             if self._backend is not None:
                 self._backend.maintenance_snapshot()

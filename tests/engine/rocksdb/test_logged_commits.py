@@ -11,7 +11,7 @@ from sparkstate.engine.rocksdb import backend as rocksdb_backend
 from sparkstate.engine.rocksdb.snapshot import CommittedFiles
 from sparkstate.errors import CorruptCheckpointError
 
-from ..conftest import apply_writes, contents, kv, make_spec
+from ..conftest import apply_writes, contents, kv, make_spec, settle
 
 FLUSH_EVERY = 3
 
@@ -280,3 +280,87 @@ def test_the_default_change_log_codec_is_zstd():
     from sparkstate.config import Settings
 
     assert Settings().rocksdb_change_log_compression == "zstd"
+
+
+# ---- the SST set of an idle logged version, written in maintenance --------------------------------------
+
+def _idle_sst_set(store: Store) -> None:
+    store.maintenance_snapshot()
+    settle(store)
+
+
+def test_maintenance_writes_an_idle_logged_versions_sst_set_for_the_next_commit(tmp_path):
+    store = _store(tmp_path, rocksdb_flush_every=100)
+    try:
+        expected = _commit_versions(store, 3)  # 1 flushed, 2 and 3 logged
+        fm = store.file_manager
+        assert [v for v, _ in CommittedFiles.of(fm.read_manifest(3)).logs] == [2, 3]
+        _idle_sst_set(store)
+        assert [v for v, _ in CommittedFiles.of(fm.read_manifest(3)).logs] == [2, 3]  # no manifest written
+        store.apply_batch([kv(1000, b"v4")])
+        metrics = store.commit().metrics
+        files = CommittedFiles.of(fm.read_manifest(4))
+        assert [v for v, _ in files.logs] == [4]  # the SST set of 3, and 4's own change log
+        assert metrics["sparkstateFilesUploaded"] >= 2 and metrics["sparkstateFlushMs"] == 0
+        expected[4] = {**expected[3], **dict([kv(1000, b"v4")])}
+    finally:
+        store.close()
+    fresh = _store(tmp_path, "inst-2", rocksdb_flush_every=100)
+    try:
+        for v in (2, 3, 4):  # the versions before the SST set still open from their own manifests
+            fresh.load(v)
+            assert contents(fresh) == expected[v], v
+    finally:
+        fresh.close()
+
+
+def test_maintenance_leaves_a_store_with_writes_since_its_version_alone(tmp_path):
+    store = _store(tmp_path, rocksdb_flush_every=100)
+    try:
+        _commit_versions(store, 2)
+        store.apply_batch([kv(5000, b"pending")])
+        _idle_sst_set(store)
+        assert store._backend._sst_sets.peek_result() is None
+        store.commit()
+        assert [v for v, _ in CommittedFiles.of(store.file_manager.read_manifest(3)).logs] == [2, 3]
+    finally:
+        store.close()
+
+
+def test_an_sst_set_that_arrives_after_the_next_commit_is_not_built_on(tmp_path, monkeypatch):
+    """The SST set of 2 is still uploading when 3 commits (logged on 2's files); when it lands it is of a
+    version before the base, and 4 builds on 3's files."""
+    import threading
+
+    from sparkstate.engine.rocksdb import snapshot
+
+    release = threading.Event()
+    upload = snapshot.BackgroundSstSet.upload_snapshot
+
+    def slow_upload(self, res):
+        assert release.wait(30)
+        return upload(self, res)
+
+    monkeypatch.setattr(snapshot.BackgroundSstSet, "upload_snapshot", slow_upload)
+    store = _store(tmp_path, rocksdb_flush_every=100)
+    try:
+        expected = _commit_versions(store, 2)
+        store.maintenance_snapshot()  # the SST set of 2, held back
+        for v in (3, 4):
+            store.apply_batch([kv(8000 + v, b"late")])
+            store.commit()
+            expected[v] = {**expected[v - 1], **dict([kv(8000 + v, b"late")])}
+            release.set()
+            settle(store)
+            store.load(v)
+        files = CommittedFiles.of(store.file_manager.read_manifest(4))
+        assert [v for v, _ in files.logs] == [2, 3, 4]
+    finally:
+        release.set()
+        store.close()
+    fresh = _store(tmp_path, "inst-2")
+    try:
+        fresh.load(4)
+        assert contents(fresh) == expected[4]
+    finally:
+        fresh.close()

@@ -15,7 +15,9 @@ and snapshot replay (`rocksdb.changeLog`), and it is what a commit between two f
 replayed into the memtable when the version is opened (snapshot.py). Not flushing every commit saves the
 rewrites of level-0 files that a flush per micro-batch causes on a large state. Writes the journal cannot
 hold (an append failed, or a bulk load filled the database) mark the version's changes as not kept; such
-a version is flushed.
+a version is flushed. Between flushes, Spark's maintenance thread finds the database idle and writes the
+committed version's SST set in the background (snapshot.py, `BackgroundSstSet`); the next commit builds on
+it, so the change logs a version needs stay few without a flush in a commit.
 """
 from __future__ import annotations
 
@@ -32,12 +34,13 @@ from ...config import PREFIX
 from ...errors import StoreStateError, rocksdb_disk_error
 from ..backend_contract import Backend, BackendContext, Cursor, SnapshotOutcome, SnapshotResources
 from ..journal import DeltaJournal
+from ..snapshot_runner import BackgroundSnapshotRunner
 from .block_cache import BlockCacheLease
 from .cursor import RocksDBCursor
 from .options import make_options
 from .restore import RestoredDir, choose_restore
-from .snapshot import (CommittedFiles, SstSnapshotResources, drop_checkpoint, take_checkpoint, take_logged,
-                       upload_checkpoint)
+from .snapshot import (BackgroundSstSet, CommittedFiles, SstSet, SstSnapshotResources, drop_checkpoint,
+                       take_checkpoint, take_logged, upload_checkpoint)
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,7 @@ class RocksDBBackend(Backend):
         self._version = base.version if base is not None else 0  # the committed version written on
         self._changes: DeltaJournal | None = None  # writes since _version; None: none yet
         self._changes_lost = not self._journaling  # writes since _version no journal holds
+        self._sst_sets = BackgroundSnapshotRunner()  # the SST set of a version committed as change logs
 
     def _open(self, restored: RestoredDir) -> None:
         """Open a restored directory and replay its change logs (the writes after its SST set). The
@@ -106,6 +110,13 @@ class RocksDBBackend(Backend):
     def _committed(self) -> CommittedFiles:
         """What the base version is made of: its SST set and the change logs after it."""
         return CommittedFiles.of(self._base)
+
+    def _committed_now(self) -> tuple[CommittedFiles, SstSet | None]:
+        """The base version's files: its SST set written in the background, once that is ready."""
+        done = self._sst_sets.peek_result()
+        if done is not None and done.version == self._version:
+            return done.outcome.files, done.outcome
+        return self._committed, None
 
     def _live(self) -> rocksdict.Rdict:
         if self._db is None:
@@ -253,7 +264,7 @@ class RocksDBBackend(Backend):
         self._known.clear()
         if self._changes is not None and self._changes.version != version:
             self._lose_changes()  # journaling another version than the one committed
-        committed = self._committed
+        committed, _ = self._committed_now()
         logged = (not self._changes_lost and version == self._version + 1 and bool(committed.ssts)
                   and len(committed.logs) + 1 < self.ctx.settings.rocksdb_flush_every
                   and committed.log_bytes < max(LOG_SHARE_BEFORE_FLUSH * committed.sst_bytes,
@@ -265,11 +276,17 @@ class RocksDBBackend(Backend):
                 res = take_checkpoint(self.ctx, self._live(), version, self._num_keys)
         res.changes, self._changes = self._changes, None
         res.changes_kept = not self._changes_lost
+        res.base = committed
         return res
 
     def upload_snapshot(self, resources: SnapshotResources) -> SnapshotOutcome:
-        assert isinstance(resources, SstSnapshotResources)
-        outcome = upload_checkpoint(self.ctx, resources, self._committed)
+        assert isinstance(resources, SstSnapshotResources) and resources.base is not None
+        outcome = upload_checkpoint(self.ctx, resources, resources.base)
+        base_files, sst_set = self._committed_now()
+        if sst_set is not None and base_files is resources.base:  # this commit built on it: count its files
+            outcome.files_uploaded += sst_set.files_uploaded
+            outcome.bytes_uploaded += sst_set.bytes_uploaded
+        self._sst_sets.take_result()  # built on, or of a version before this one
         self._base = outcome.manifest
         self._version = resources.version
         self._drop_changes()  # prepare took the journal: this only restarts the change log
@@ -283,6 +300,23 @@ class RocksDBBackend(Backend):
         if resources.changes is not None and not resources.changes_finished:
             resources.changes.discard()  # the upload failed before the change log was made durable
             resources.changes = None
+
+    def maintenance_snapshot(self) -> None:
+        """Between flushes, while no write follows a committed version held as change logs: flush, and
+        write its SST set in the background for the next commit to build on."""
+        if (self._db is None or self.ctx.settings.rocksdb_flush_every <= 1 or self._changes is not None
+                or self._changes_lost or self._sst_sets.busy or not self._committed.logs):
+            return
+        done = self._sst_sets.peek_result()
+        if done is not None and done.version == self._version:
+            return
+        with _disk_errors_named(self.db_dir, "flush"):
+            self._sst_sets.start(BackgroundSstSet(self.ctx, self._live(), self._num_keys, self._committed),
+                                 self._version)
+
+    def wait_for_background(self, timeout: float | None = None) -> bool:
+        """Tests and benchmarks: wait until no SST set is being written."""
+        return self._sst_sets.wait(timeout)
 
     # ---- versions -------------------------------------------------------------------------------
     def rewind(self, version: int) -> bool:
@@ -303,6 +337,7 @@ class RocksDBBackend(Backend):
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def close(self) -> None:
+        self._sst_sets.cancel()  # an upload in flight ends on its own; its files are gc's
         self._close_db()
         self._release_cache()
 

@@ -16,6 +16,12 @@ shared files of the manifest; a change log is told apart by its name (`delta-<v>
   manifest is durable do the new files join the local cache (and the lineage: the manifest's files).
   The version's change log (the journal of its writes, backend.py) is finished first and listed too.
 `drop_checkpoint` (release): delete the local checkpoint directory.
+
+`BackgroundSstSet` writes the SST set of a version already committed as change logs: maintenance flushes
+an idle database and uploads its new SST files on a background thread, publishing no manifest. The next
+commit that finds the set ready builds on it (its manifest lists that set and its own change log only),
+so a version that the change logs would have made long to open is short again, without a flush in any
+commit.
 """
 from __future__ import annotations
 
@@ -54,6 +60,7 @@ class SstSnapshotResources(SnapshotResources):
     changes_kept: bool = False             # every write of the version is in `changes`
     changes_finished: bool = False
     flushed: bool = True  # False: the version is its change log on the committed SST set (take_logged)
+    base: "CommittedFiles | None" = None  # what the committed version is made of, as prepare saw it
 
 
 @dataclass(frozen=True)
@@ -107,11 +114,8 @@ def take_logged(version: int, num_keys: int) -> SstSnapshotResources:
     return SstSnapshotResources(version=version, attempt_id=new_attempt_id(), num_keys=num_keys, flushed=False)
 
 
-def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources, committed: CommittedFiles) -> SnapshotOutcome:
-    """The outcome; the new committed files are its manifest's (`committed` itself is not modified)."""
-    if not res.flushed:
-        return _publish_logged(ctx, res, committed)
-    lineage = committed.ssts
+def _split_by_lineage(res: SstSnapshotResources, lineage: dict[str, SharedFileRef]) -> tuple[list[SharedFileRef], list[str]]:
+    """The checkpoint's SST files already uploaded (their refs) and the ones to upload (local names)."""
     reused: list[SharedFileRef] = []
     fresh: list[str] = []
     for name in res.shared_names:
@@ -122,23 +126,66 @@ def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources, committed:
             reused.append(ref)
         else:
             fresh.append(name)
+    return reused, fresh
+
+
+def _private_files(res: SstSnapshotResources) -> tuple[PrivateFile, ...]:
+    private = []
+    for name in res.private_names:
+        with open(os.path.join(res.ckpt_dir, name), "rb") as f:
+            private.append(PrivateFile(name, f.read()))
+    return tuple(private)
+
+
+def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources, committed: CommittedFiles) -> SnapshotOutcome:
+    """The outcome; the new committed files are its manifest's (`committed` itself is not modified)."""
+    if not res.flushed:
+        return _publish_logged(ctx, res, committed)
+    reused, fresh = _split_by_lineage(res, committed.ssts)
     fm = ctx.file_manager
     change_log = None
     if res.changes is not None:
         res.changes_finished = True  # from here a failure may be ambiguous: the file stays for gc
         change_log = res.changes.finish()
     uploaded = fm.upload_new_files(res.version, res.attempt_id, res.ckpt_dir, fresh)
-    private = []
-    for name in res.private_names:
-        with open(os.path.join(res.ckpt_dir, name), "rb") as f:
-            private.append(PrivateFile(name, f.read()))
     shared = tuple(sorted(reused + uploaded.refs, key=lambda r: r.local))
-    manifest = _publish(ctx, res, shared, tuple(private), change_log)
+    manifest = _publish(ctx, res, shared, _private_files(res), change_log)
     fm.add_to_cache(ctx.layout.cache_dir, res.ckpt_dir, uploaded.refs)
     logged = (1, change_log.size) if change_log is not None else (0, 0)
     outcome = SnapshotOutcome(manifest=manifest, files_uploaded=len(uploaded.refs) + logged[0],
                               files_reused=len(reused), bytes_uploaded=uploaded.bytes_uploaded + logged[1])
     return outcome
+
+
+@dataclass(frozen=True)
+class SstSet:
+    """What `BackgroundSstSet` wrote: the committed version's files as an SST set, and what it uploaded."""
+    files: CommittedFiles
+    files_uploaded: int
+    bytes_uploaded: int
+
+
+class BackgroundSstSet:
+    """The SST set of the committed version an idle database holds (SnapshotStrategy, run in the
+    background): prepare flushes and takes a checkpoint on the caller's thread, upload sends the SST files
+    `lineage` lacks, and no manifest is written."""
+
+    def __init__(self, ctx: BackendContext, db: rocksdict.Rdict, num_keys: int, lineage: CommittedFiles) -> None:
+        self.ctx, self._db, self._num_keys, self._lineage = ctx, db, num_keys, lineage
+
+    def prepare_snapshot(self, version: int) -> SstSnapshotResources:
+        return take_checkpoint(self.ctx, self._db, version, self._num_keys)
+
+    def upload_snapshot(self, res: SstSnapshotResources) -> SstSet:
+        reused, fresh = _split_by_lineage(res, self._lineage.ssts)
+        fm = self.ctx.file_manager
+        uploaded = fm.upload_new_files(res.version, res.attempt_id, res.ckpt_dir, fresh)
+        fm.add_to_cache(self.ctx.layout.cache_dir, res.ckpt_dir, uploaded.refs)
+        ssts = {ref.local: ref for ref in reused + uploaded.refs}
+        return SstSet(CommittedFiles(ssts, _private_files(res), ()), len(uploaded.refs), uploaded.bytes_uploaded)
+
+    def release_snapshot(self, res: SstSnapshotResources) -> None:
+        drop_checkpoint(res)
 
 
 def _publish_logged(ctx: BackendContext, res: SstSnapshotResources, committed: CommittedFiles) -> SnapshotOutcome:
