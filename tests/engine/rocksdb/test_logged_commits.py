@@ -25,10 +25,16 @@ def _store(tmp_path, instance: str = "inst-1", **settings) -> Store:
 def _commit_versions(store: Store, versions: int, rows_per_version: int = 50) -> dict[int, dict[bytes, bytes]]:
     """Versions 1..`versions`, each overwriting some keys, adding new ones and removing one; returns the
     expected contents of each version."""
-    expected: dict[int, dict[bytes, bytes]] = {0: {}}
-    live: dict[bytes, bytes] = {}
     store.load(0)
-    for v in range(1, versions + 1):
+    return {0: {}, **_commit_versions_from(store, 0, versions, {}, rows_per_version)}
+
+
+def _commit_versions_from(store: Store, loaded: int, last: int, live: dict[bytes, bytes] | None = None,
+                          rows_per_version: int = 50) -> dict[int, dict[bytes, bytes]]:
+    """`_commit_versions` from version `loaded` (loaded; `live`: its contents, else read) to `last`."""
+    expected: dict[int, dict[bytes, bytes]] = {}
+    live = dict(contents(store)) if live is None else live
+    for v in range(loaded + 1, last + 1):
         writes: list[tuple[bytes, bytes | None]] = [kv(i, b"v%d" % v) for i in range(v * 10, v * 10 + rows_per_version)]
         if v > 1:
             writes.append((kv(v * 10 - 1)[0], None))
@@ -290,9 +296,12 @@ def _idle_sst_set(store: Store) -> None:
 
 
 def test_maintenance_writes_an_idle_logged_versions_sst_set_for_the_next_commit(tmp_path):
-    store = _store(tmp_path, rocksdb_flush_every=100)
+    store = _store(tmp_path, rocksdb_flush_every=4)
     try:
-        expected = _commit_versions(store, 3)  # 1 flushed, 2 and 3 logged
+        expected = _commit_versions(store, 2)  # 1 flushed, 2 logged
+        _idle_sst_set(store)  # one change log: half of the 4 versions a flush waits for are not there yet
+        assert store._backend._sst_sets.peek_result() is None
+        expected.update(_commit_versions_from(store, 2, 3))  # 3 logged
         fm = store.file_manager
         assert [v for v, _ in CommittedFiles.of(fm.read_manifest(3)).logs] == [2, 3]
         _idle_sst_set(store)
@@ -305,7 +314,7 @@ def test_maintenance_writes_an_idle_logged_versions_sst_set_for_the_next_commit(
         expected[4] = {**expected[3], **dict([kv(1000, b"v4")])}
     finally:
         store.close()
-    fresh = _store(tmp_path, "inst-2", rocksdb_flush_every=100)
+    fresh = _store(tmp_path, "inst-2", rocksdb_flush_every=4)
     try:
         for v in (2, 3, 4):  # the versions before the SST set still open from their own manifests
             fresh.load(v)
@@ -315,21 +324,21 @@ def test_maintenance_writes_an_idle_logged_versions_sst_set_for_the_next_commit(
 
 
 def test_maintenance_leaves_a_store_with_writes_since_its_version_alone(tmp_path):
-    store = _store(tmp_path, rocksdb_flush_every=100)
+    store = _store(tmp_path, rocksdb_flush_every=4)
     try:
-        _commit_versions(store, 2)
+        _commit_versions(store, 3)
         store.apply_batch([kv(5000, b"pending")])
         _idle_sst_set(store)
         assert store._backend._sst_sets.peek_result() is None
         store.commit()
-        assert [v for v, _ in CommittedFiles.of(store.file_manager.read_manifest(3)).logs] == [2, 3]
+        assert [v for v, _ in CommittedFiles.of(store.file_manager.read_manifest(4)).logs] == [2, 3, 4]
     finally:
         store.close()
 
 
 def test_an_sst_set_that_arrives_after_the_next_commit_is_not_built_on(tmp_path, monkeypatch):
-    """The SST set of 2 is still uploading when 3 commits (logged on 2's files); when it lands it is of a
-    version before the base, and 4 builds on 3's files."""
+    """The SST set of 4 is still uploading when 5 commits (logged on 4's files); when it lands it is of a
+    version before the base, and 6 builds on 5's files."""
     import threading
 
     from sparkstate.engine.rocksdb import snapshot
@@ -342,25 +351,25 @@ def test_an_sst_set_that_arrives_after_the_next_commit_is_not_built_on(tmp_path,
         return upload(self, res)
 
     monkeypatch.setattr(snapshot.BackgroundSstSet, "upload_snapshot", slow_upload)
-    store = _store(tmp_path, rocksdb_flush_every=100)
+    store = _store(tmp_path, rocksdb_flush_every=6)
     try:
-        expected = _commit_versions(store, 2)
-        store.maintenance_snapshot()  # the SST set of 2, held back
-        for v in (3, 4):
+        expected = _commit_versions(store, 4)
+        store.maintenance_snapshot()  # the SST set of 4, held back
+        for v in (5, 6):
             store.apply_batch([kv(8000 + v, b"late")])
             store.commit()
             expected[v] = {**expected[v - 1], **dict([kv(8000 + v, b"late")])}
             release.set()
             settle(store)
             store.load(v)
-        files = CommittedFiles.of(store.file_manager.read_manifest(4))
-        assert [v for v, _ in files.logs] == [2, 3, 4]
+        files = CommittedFiles.of(store.file_manager.read_manifest(6))
+        assert [v for v, _ in files.logs] == [2, 3, 4, 5, 6]
     finally:
         release.set()
         store.close()
     fresh = _store(tmp_path, "inst-2")
     try:
-        fresh.load(4)
-        assert contents(fresh) == expected[4]
+        fresh.load(6)
+        assert contents(fresh) == expected[6]
     finally:
         fresh.close()

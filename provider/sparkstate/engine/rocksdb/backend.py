@@ -302,10 +302,12 @@ class RocksDBBackend(Backend):
             resources.changes = None
 
     def maintenance_snapshot(self) -> None:
-        """Between flushes, while no write follows a committed version held as change logs: flush, and
-        write its SST set in the background for the next commit to build on."""
-        if (self._db is None or self.ctx.settings.rocksdb_flush_every <= 1 or self._changes is not None
-                or self._changes_lost or self._sst_sets.busy or not self._committed.logs):
+        """Between flushes, once the committed version holds half the change logs a flush waits for, and
+        while no write follows it: flush, and write its SST set in the background for the next commit to
+        build on (sooner would upload SST files and change logs of the same writes)."""
+        every = self.ctx.settings.rocksdb_flush_every
+        if (self._db is None or every <= 1 or self._changes is not None or self._changes_lost
+                or self._sst_sets.busy or len(self._committed.logs) < max(1, every // 2)):
             return
         done = self._sst_sets.peek_result()
         if done is not None and done.version == self._version:
