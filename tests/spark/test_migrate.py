@@ -12,6 +12,7 @@ import random
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import BUILTIN_PROVIDERS, selected_provider
@@ -78,6 +79,57 @@ def test_an_aggregation_moves_between_providers(spark, tmp_path, source, target,
     _run_on(case, source, backend or "rocksdb")  # the session still names the source: the checkpoint wins
     case.assert_matches_batch()
     assert _pinned_provider(case.checkpoint) == PROVIDER_CLASSES[target]
+
+
+def _stored_stamps(case: AggregationCase, tmp_path) -> list[tuple[int, set[int]]]:
+    """Per store of the query: the batch time of the batch that reads its newest version, and the stamps of
+    its stored values."""
+    from sparkstate.engine import Store, StoreSpec
+    from sparkstate.engine.ttl import STAMP
+
+    out = []
+    for store_dir in case.store_dirs():
+        location = os.path.dirname(store_dir)
+        spec = StoreSpec.from_json({
+            "checkpointLocation": location, "operatorId": 0, "partitionId": int(os.path.basename(location)),
+            "storeName": "default", "instanceId": f"read-{len(out)}-{random.random()}", "queryRunId": "read",
+            "keySchema": "{}", "valueSchema": "{}", "numColsPrefixKey": 0, "numPartitions": 1,
+            "minVersionsToRetain": 10, "settings": {}})
+        store = Store(spec, local_root=str(tmp_path / "read"))
+        try:
+            store.load(store.file_manager.latest_version())
+            stamps = store.stored_stamps()
+            assert stamps.stamped, store_dir
+            values = [v for chunk in store.scan(b"", 10_000, 1 << 24, as_stored=True) for _, v in chunk]
+            out.append((stamps.batch_time_ms, {STAMP.unpack_from(v)[0] for v in values}))
+        finally:
+            store.close()
+    return out
+
+
+@pytest.mark.slow  # two migrations and three runs: about a minute
+def test_a_migration_into_sparkstate_stamps_every_key_with_its_time_and_one_out_drops_them(spark, tmp_path):
+    """With a ttl, the state a migration brings in is written at the migration's time; migrated out again
+    to Spark's provider, the values are Spark's (the query's result is exact after each move)."""
+    case = AggregationCase(spark, tmp_path, seed=62, n_files=4)
+    case.source.add_all(case.files[:2])
+    _run_on(case, "hdfs")
+    with session_conf(spark, {PREFIX + "ttl": "1h"}):
+        before = int(time.time() * 1000)
+        sparkstate.migrate(spark, case.checkpoint, "sparkstate")
+        after = int(time.time() * 1000)
+        stores = _stored_stamps(case, tmp_path)
+        # one stamp per store, the migration's, and the next batch runs at or after it
+        assert stores and all(len(stamps) == 1 and before <= min(stamps) <= batch_time <= after
+                              for batch_time, stamps in stores), (before, after, stores)
+        case.source.add_all(case.files[2:3])
+        _run_on(case, "sparkstate")
+        case.assert_matches_batch()
+        sparkstate.migrate(spark, case.checkpoint, "hdfs")
+    case.source.add_all(case.files[3:])
+    _run_on(case, "hdfs")
+    case.assert_matches_batch()
+    assert _pinned_provider(case.checkpoint) == PROVIDER_CLASSES["hdfs"]
 
 
 def test_state_under_a_state_location_moves_out_and_back_in(spark, tmp_path):

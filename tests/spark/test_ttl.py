@@ -83,8 +83,12 @@ def _batch_times(checkpoint: str, batch_ids: list[int], store_name: str = "") ->
 def _reference(batches: list[list[str]], times: list[int], rule: str,
                ttl_ms: int = TTL_S * 1000) -> tuple[list[list[tuple]], list[int]]:
     """Per batch (`batches[i]` runs at `times[i]`): what the sink receives (sorted rows: (key, count) for
-    the count and complete rules, (key,) for the dedup rule) and how many keys expire unwritten (the
-    metric)."""
+    the count and complete rules, (key,) for the dedup rule, (key, row, row) for the join of the rows with
+    themselves, a row being its place in its batch) and how many keys expire unwritten (the metric; a
+    join's: rows)."""
+    if rule == "join":
+        sides = [[(k, i) for i, k in enumerate(keys)] for keys in batches]
+        return _join_reference(list(zip(sides, sides)), times, ttl_ms)
     state: dict[str, tuple[int, int]] = {}  # key -> (count, batch time of its last write)
     rows, expired = [], []
     for t, keys in zip(times, batches):
@@ -226,26 +230,35 @@ RESCALE_PAUSES_S = (50, 50)
 RESCALE_BATCHES = {0: ["a", "b", "c", "d"], 1: ["a"], 3: ["a"], 4: ["e"], 5: ["a", "b", "e"]}
 RESCALE_SCENARIO = [[("a", 1), ("b", 1), ("c", 1), ("d", 1)], [("a", 2)], [("a", 3)], [("e", 1)],
                     [("a", 4), ("b", 1), ("e", 2)]]
+# The batch times the scenario is designed for (ms after batch 0; a batch runs at the commit of the one
+# before it): batch 1 a second later, batch 3 at the rescale's commit after the first pause, batch 4 at
+# batch 3's commit a second later, batch 5 at batch 4's commit after the second pause.
+RESCALE_DESIGN_MS = [0, 1_000, 52_000, 53_000, 103_000]
+RESCALE_KINDS = {"count": "count", "dedup": "dedup", "session": "complete", "pandas": "count", "join": "join"}
 
 
-@pytest.mark.slow  # pauses of 100 s, five query runs and a rescale per backend: two to three minutes each
-def test_a_rescale_keeps_each_key_s_last_write_time(spark, variant, tmp_path):
+@pytest.mark.slow  # pauses of 100 s, five query runs and a rescale per backend and operator: about three minutes
+@pytest.mark.parametrize("kind", list(RESCALE_KINDS))
+def test_a_rescale_keeps_each_key_s_last_write_time(spark, variant, tmp_path, kind):
+    rule = RESCALE_KINDS[kind]
     source = InputDir(spark, str(tmp_path / "in"), SCHEMA)
     checkpoint = str(tmp_path / "ckpt")
     sink = BatchCollector()
     progress: list[dict] = []
     steps: list[str] = []  # when each step ended (wall clock, s from the start): for a failure's message
+    if kind == "pandas":
+        _start_python_workers(spark)
     start = time.time()
 
     def run(b: int) -> None:
         source.add([{"k": k, "v": i} for i, k in enumerate(RESCALE_BATCHES[b])])
-        runs = run_available_now_progress(
-            sink.attach(source.stream().groupBy("k").count().writeStream.outputMode("update")), checkpoint)
+        runs = run_available_now_progress(sink.attach(_query(source, kind)), checkpoint)
         assert [p["batchId"] for p in runs] == [b]
         progress.extend(runs)
         steps.append(f"batch {b} {time.time() - start:.1f}")
 
-    with session_conf(spark, {PREFIX + "ttl": f"{RESCALE_TTL_S}s"}):
+    with session_conf(spark, {PREFIX + "ttl": f"{RESCALE_TTL_S}s",
+                              "spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
         with session_conf(spark, {"spark.sql.shuffle.partitions": "4"}):  # pinned by the first run
             run(0)
             run(1)
@@ -260,17 +273,21 @@ def test_a_rescale_keeps_each_key_s_last_write_time(spark, variant, tmp_path):
 
     batch_ids = list(RESCALE_BATCHES)
     batches = [RESCALE_BATCHES[b] for b in batch_ids]
-    times = _batch_times(checkpoint, batch_ids)  # after the rescale: the new partitions' manifests
+    # after the rescale: the new partitions' manifests
+    times = _batch_times(checkpoint, batch_ids, "left-keyToNumValues" if kind == "join" else "")
     assert [len(t) for t in times] == [4, 4, 2, 2, 2]
-    early, expired = _reference(batches, [min(t) for t in times], "count", RESCALE_TTL_S * 1000)
-    late, _ = _reference(batches, [max(t) for t in times], "count", RESCALE_TTL_S * 1000)
+    ttl_ms = RESCALE_TTL_S * 1000
+    early, expired = _reference(batches, [min(t) for t in times], rule, ttl_ms)
+    late, _ = _reference(batches, [max(t) for t in times], rule, ttl_ms)
     timing = f"batch times {_since_first(times)}; steps {steps}"
     assert early == late, f"a key's fate depends on its partition's clock: the durations are too tight ({timing})"
     assert sink.batch_ids() == batch_ids
-    got = [sorted(tuple(r) for r in sink.batches[b]) for b in batch_ids]
+    got = [_as_reference_rows(kind, sink.batches[b]) for b in batch_ids]
     assert got == early
     assert _expired_metric(progress) == expired
-    assert got == RESCALE_SCENARIO, f"batches ran too slowly for the durations of this test ({timing})"
+    assert _reference(batches, RESCALE_DESIGN_MS, "count", ttl_ms)[0] == RESCALE_SCENARIO
+    designed = _reference(batches, RESCALE_DESIGN_MS, rule, ttl_ms)[0]
+    assert got == designed, f"batches ran too slowly for the durations of this test ({timing})"
 
 
 def test_a_bad_duration_fails_the_query_naming_the_key(spark, tmp_path):
