@@ -276,13 +276,14 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "(1: every commit), or sooner once the change logs since the last flush hold half the bytes "
                 "of its SST files and at least 4 MiB. A commit in between makes only its change log durable, as "
                 "rocksdb.changeLog writes it (so above 1 every version keeps one for the change feed), and "
-                "opening such a version replays the change logs after the last flush. Fewer flushes mean "
-                "shorter commits, fewer bytes and fewer level-0 files for RocksDB to merge, for a memtable "
-                "that holds more versions, a journal of every write and restores that replay the logs. On "
-                "the aggregation benchmark 10 commits in 0.30x the median time of 1 and writes 0.66x the "
-                "bytes, for 0.89x the throughput and a restart 1.2x (an executor loss 1.7x) as long "
-                "(docs/benchmarks/aggregation.md, \"Checkpoint cost against Spark's providers\"; "
-                "docs/benchmarks/recovery.md, \"Commits between flushes\").",
+                "opening such a version replays the change logs after the last flush. Once half that many "
+                "logs wait, Spark's maintenance flushes an idle store and uploads its SST files in the "
+                "background, for the next commit to build on. Fewer flushes mean shorter commits and fewer "
+                "bytes, for a memtable that holds more versions (dearer inserts), a journal of every write "
+                "and restores that replay the logs. On the aggregation benchmark 10 commits in 0.27x the "
+                "median time of 1 and writes 0.86x the bytes, for 0.91x the throughput and a restart 1.2x "
+                "(an executor loss 1.7x) as long (docs/benchmarks/aggregation.md, \"Checkpoint cost against "
+                "Spark's providers\"; docs/benchmarks/recovery.md, \"Commits between flushes\").",
                 "an integer >= 1"),
     Declaration("rocksdb.changeLogCompression", "rocksdb_change_log_compression", "zstd",
                 _choice(*HEAP_COMPRESSIONS),
