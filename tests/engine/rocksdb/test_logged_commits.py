@@ -46,6 +46,16 @@ def _commit_versions_from(store: Store, loaded: int, last: int, live: dict[bytes
     return expected
 
 
+def _fresh_contents(tmp_path, version: int, **settings) -> dict[bytes, bytes]:
+    """Version `version` as a new instance of the store loads it from the checkpoint."""
+    reader = _store(tmp_path, f"reader-{version}", **settings)
+    try:
+        reader.load(version)
+        return contents(reader)
+    finally:
+        reader.close()
+
+
 def test_versions_between_flushes_upload_their_change_log_only(tmp_path):
     store = _store(tmp_path)
     try:
@@ -121,12 +131,8 @@ def test_a_small_state_keeps_its_logs_up_to_a_few_mib_before_it_flushes(tmp_path
         assert flushes and flushes[0] > 4, flushes  # logged well past half the SST bytes
     finally:
         store.close()
-    fresh = _store(tmp_path, "inst-2", rocksdb_flush_every=100)
-    try:
-        fresh.load(39)
-        assert contents(fresh) == dict(kv(i, b"w39-" + b"x" * 30) for i in range(300))
-    finally:
-        fresh.close()
+    expected = dict(kv(i, b"w39-" + b"x" * 30) for i in range(300))
+    assert _fresh_contents(tmp_path, 39, rocksdb_flush_every=100) == expected
 
 
 @pytest.mark.parametrize("versions", [1, 2, 3, 4, 5, 7])
@@ -200,12 +206,8 @@ def test_a_version_whose_change_log_failed_is_flushed(tmp_path, monkeypatch):
     finally:
         store.close()
     monkeypatch.undo()
-    reader = _store(tmp_path, "reader")
-    try:
-        reader.load(2)
-        assert contents(reader) == {**dict(kv(i) for i in range(100)), **dict(kv(i, b"second") for i in range(50))}
-    finally:
-        reader.close()
+    expected = {**dict(kv(i) for i in range(100)), **dict(kv(i, b"second") for i in range(50))}
+    assert _fresh_contents(tmp_path, 2) == expected
 
 
 @pytest.mark.parametrize("damage,message", [("flipped byte", "is corrupt"), ("missing", "is missing")])
@@ -314,13 +316,8 @@ def test_maintenance_writes_an_idle_logged_versions_sst_set_for_the_next_commit(
         expected[4] = {**expected[3], **dict([kv(1000, b"v4")])}
     finally:
         store.close()
-    fresh = _store(tmp_path, "inst-2", rocksdb_flush_every=4)
-    try:
-        for v in (2, 3, 4):  # the versions before the SST set still open from their own manifests
-            fresh.load(v)
-            assert contents(fresh) == expected[v], v
-    finally:
-        fresh.close()
+    for v in (2, 3, 4):  # the versions before the SST set still open from their own manifests
+        assert _fresh_contents(tmp_path, v, rocksdb_flush_every=4) == expected[v], v
 
 
 def test_maintenance_leaves_a_store_with_writes_since_its_version_alone(tmp_path):
@@ -367,9 +364,4 @@ def test_an_sst_set_that_arrives_after_the_next_commit_is_not_built_on(tmp_path,
     finally:
         release.set()
         store.close()
-    fresh = _store(tmp_path, "inst-2")
-    try:
-        fresh.load(6)
-        assert contents(fresh) == expected[6]
-    finally:
-        fresh.close()
+    assert _fresh_contents(tmp_path, 6) == expected[6]

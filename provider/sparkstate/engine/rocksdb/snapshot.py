@@ -114,7 +114,8 @@ def take_logged(version: int, num_keys: int) -> SstSnapshotResources:
     return SstSnapshotResources(version=version, attempt_id=new_attempt_id(), num_keys=num_keys, flushed=False)
 
 
-def _split_by_lineage(res: SstSnapshotResources, lineage: dict[str, SharedFileRef]) -> tuple[list[SharedFileRef], list[str]]:
+def _split_by_lineage(res: SstSnapshotResources,
+                      lineage: dict[str, SharedFileRef]) -> tuple[list[SharedFileRef], list[str]]:
     """The checkpoint's SST files already uploaded (their refs) and the ones to upload (local names)."""
     reused: list[SharedFileRef] = []
     fresh: list[str] = []
