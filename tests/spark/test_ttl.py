@@ -234,7 +234,8 @@ RESCALE_SCENARIO = [[("a", 1), ("b", 1), ("c", 1), ("d", 1)], [("a", 2)], [("a",
 # before it): batch 1 a second later, batch 3 at the rescale's commit after the first pause, batch 4 at
 # batch 3's commit a second later, batch 5 at batch 4's commit after the second pause.
 RESCALE_DESIGN_MS = [0, 1_000, 52_000, 53_000, 103_000]
-RESCALE_KINDS = {"count": "count", "dedup": "dedup", "session": "complete", "pandas": "count", "join": "join"}
+RESCALE_KINDS = {"count": "count", "dedup": "dedup", "session": "complete", "pandas": "count", "dedupww": "dedup",
+                 "join": "join"}
 
 
 @pytest.mark.slow  # pauses of 100 s, five query runs and a rescale per backend and operator: about three minutes
