@@ -112,9 +112,6 @@ class OrphanSweep:
         self._keys = IndexedKeys(key_schema_json)
         self._position: object | None = None
 
-    def restart(self) -> None:
-        self._position = None
-
     def sweep(self, backend: Backend, counts: CountLookup, max_rows: int) -> int | None:
         """Delete the orphans among the next `max_rows` entries; returns how many (None: the count store
         did not answer, nothing was deleted and the slice is walked again next time)."""

@@ -6,20 +6,19 @@
   indexes 0..n-1 exactly. Entries of one join key share a key group (the hash is over the join key
   columns in both stores), so moving whole key groups keeps this invariant; this checks it held.
 
-UnsafeRow layout used here: a null bitset of ceil(n/64) 8-byte words, then one 8-byte slot per field;
-longs are stored little-endian in their slot.
+Counts and indexes are read off Spark's rows as idle-state expiry reads them (engine/join_expiry.py).
 """
 from __future__ import annotations
 
-import json
 import tempfile
 import uuid
 from collections import defaultdict
 from typing import Iterator
 
 from ..engine import Store, StoreSpec
+from ..engine.join_expiry import IndexedKeys, count_of
 from ..errors import RescaleError
-from ..keygroups import KEY_GROUP_BYTES, key_group, partition_of
+from ..keygroups import key_group, partition_of
 from .plan import Plan, StorePlan, store_spec_doc
 
 
@@ -32,11 +31,6 @@ def _entries(plan: Plan, store: StorePlan, part: int, version: int, root: str) -
             yield from chunk
     finally:
         reader.close()
-
-
-def _long_field(row: bytes, num_fields: int, index: int) -> int:
-    offset = ((num_fields + 63) // 64) * 8 + 8 * index
-    return int.from_bytes(row[offset:offset + 8], "little", signed=True)
 
 
 def verify_routing(plan: Plan, num_partitions: int, version: int) -> int:
@@ -67,15 +61,19 @@ def verify_join_state(plan: Plan, num_partitions: int, version: int) -> dict[str
         for op, stores in by_op.items():
             for side in ("left", "right"):
                 counts_store, index_store = stores[f"{side}-keyToNumValues"], stores[f"{side}-keyWithIndexToValue"]
-                n_fields = len(json.loads(index_store.key_schema_json)["fields"])
+                indexed = IndexedKeys(index_store.key_schema_json)
                 for part in range(num_partitions):
                     expected: dict[int, list[int]] = defaultdict(list)
                     for key, value in _entries(plan, counts_store, part, version, root):
-                        expected[key_group(key)].extend(range(_long_field(value, 1, 0)))
+                        expected[key_group(key)].extend(range(count_of(value)))
                         checked[counts_store.store_name] += 1
                     found: dict[int, list[int]] = defaultdict(list)
                     for key, _ in _entries(plan, index_store, part, version, root):
-                        found[key_group(key)].append(_long_field(key[KEY_GROUP_BYTES:], n_fields, n_fields - 1))
+                        split = indexed.split(key)
+                        if split is None:
+                            raise RescaleError(f"op {op} {side} side, partition {part}: {index_store.store_name} "
+                                               f"holds a key that is no (join key, index) row: {key.hex()[:80]}")
+                        found[key_group(key)].append(split[1])
                         checked[index_store.store_name] += 1
                     for kg in set(expected) | set(found):
                         if sorted(expected.get(kg, [])) != sorted(found.get(kg, [])):

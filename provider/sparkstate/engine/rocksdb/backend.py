@@ -264,7 +264,7 @@ class RocksDBBackend(Backend):
         self._known.clear()
         if self._changes is not None and self._changes.version != version:
             self._lose_changes()  # journaling another version than the one committed
-        committed, _ = self._committed_now()
+        committed, sst_set = self._committed_now()
         logged = (not self._changes_lost and version == self._version + 1 and bool(committed.ssts)
                   and len(committed.logs) + 1 < self.ctx.settings.rocksdb_flush_every
                   and committed.log_bytes < max(LOG_SHARE_BEFORE_FLUSH * committed.sst_bytes,
@@ -276,16 +276,15 @@ class RocksDBBackend(Backend):
                 res = take_checkpoint(self.ctx, self._live(), version, self._num_keys)
         res.changes, self._changes = self._changes, None
         res.changes_kept = not self._changes_lost
-        res.base = committed
+        res.base, res.base_sst_set = committed, sst_set
         return res
 
     def upload_snapshot(self, resources: SnapshotResources) -> SnapshotOutcome:
         assert isinstance(resources, SstSnapshotResources) and resources.base is not None
         outcome = upload_checkpoint(self.ctx, resources, resources.base)
-        base_files, sst_set = self._committed_now()
-        if sst_set is not None and base_files is resources.base:  # this commit built on it: count its files
-            outcome.files_uploaded += sst_set.files_uploaded
-            outcome.bytes_uploaded += sst_set.bytes_uploaded
+        if resources.base_sst_set is not None:  # this commit built on it: count its files
+            outcome.files_uploaded += resources.base_sst_set.files_uploaded
+            outcome.bytes_uploaded += resources.base_sst_set.bytes_uploaded
         self._sst_sets.take_result()  # built on, or of a version before this one
         self._base = outcome.manifest
         self._version = resources.version

@@ -61,6 +61,7 @@ class SstSnapshotResources(SnapshotResources):
     changes_finished: bool = False
     flushed: bool = True  # False: the version is its change log on the committed SST set (take_logged)
     base: "CommittedFiles | None" = None  # what the committed version is made of, as prepare saw it
+    base_sst_set: "SstSet | None" = None  # the SST set written in maintenance that `base` is, if any
 
 
 @dataclass(frozen=True)
