@@ -12,10 +12,10 @@ Change log: the writes since the committed version are also appended to a journa
 finished and listed in the manifest at commit as the version's `changeLog`. It serves Spark's change feed
 and snapshot replay (`rocksdb.changeLog`), and it is what a commit between two flushes makes durable
 (`rocksdb.flushEveryVersions` > 1): such a version is the last flushed SST set plus the change logs since,
-replayed into the memtable when the version is opened (snapshot.py). Not flushing every commit saves the
-rewrites of level-0 files that a flush per micro-batch causes on a large state. Writes the journal cannot
-hold (an append failed, or a bulk load filled the database) mark the version's changes as not kept; such
-a version is flushed. Between flushes, Spark's maintenance thread finds the database idle and writes the
+whose writes are ingested as one SST file when the version is opened (log_replay.py). Not flushing every
+commit saves the rewrites of level-0 files that a flush per micro-batch causes on a large state. Writes the
+journal cannot hold (an append failed, or a bulk load filled the database) mark the version's changes as
+not kept; such a version is flushed. Between flushes, Spark's maintenance thread finds the database idle and writes the
 committed version's SST set in the background (snapshot.py, `BackgroundSstSet`); the next commit builds on
 it, so the change logs a version needs stay few without a flush in a commit.
 """
@@ -37,6 +37,7 @@ from ..journal import DeltaJournal
 from ..snapshot_runner import BackgroundSnapshotRunner
 from .block_cache import BlockCacheLease
 from .cursor import RocksDBCursor
+from .log_replay import replay_logs
 from .options import make_options
 from .restore import RestoredDir, choose_restore
 from .snapshot import (BackgroundSstSet, CommittedFiles, SstSet, SstSnapshotResources, drop_checkpoint,
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 KNOWN_KEYS_LIMIT = 200_000
 # Between flushes (rocksdb.flushEveryVersions), a commit flushes anyway once the change logs since the last
 # flush hold this share of its SST files' bytes and at least LOG_BYTES_BEFORE_FLUSH: opening a version then
-# replays at most about half the state's bytes, or a few MiB of logs (~0.4 us per logged write) for a
+# replays at most about half the state's bytes, or a few MiB of logs (about 2 us per logged write) for a
 # small state that a batch rewrites much of. The first commit of a store (no SST files yet) always flushes.
 LOG_SHARE_BEFORE_FLUSH = 0.5
 LOG_BYTES_BEFORE_FLUSH = 4 << 20
@@ -90,14 +91,9 @@ class RocksDBBackend(Backend):
                 wo = rocksdict.WriteOptions()
                 wo.disable_wal = True
                 db.set_write_options(wo)
-                for rows in restored.replay():
-                    batch = rocksdict.WriteBatch(raw_mode=True)
-                    for k, v in rows:
-                        if v is None:
-                            batch.delete(k)
-                        else:
-                            batch.put(k, v)
-                    db.write(batch)
+                if restored.logs:
+                    replay_logs(db, make_options(self.ctx.settings, None), restored.log_columns(),
+                                restored.db_dir + ".replay.sst")
         except BaseException:
             if db is not None:
                 db.close()

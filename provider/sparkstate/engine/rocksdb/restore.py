@@ -10,6 +10,8 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Iterator
 
+import pyarrow as pa
+
 from ...checkpoint import Manifest
 from ...errors import disk_errors_named
 from ..backend_contract import BackendContext
@@ -24,11 +26,11 @@ class RestoredDir:
     num_keys: int
     logs: list[tuple[int, str, str]] = field(default_factory=list)  # (version, local copy, remote path)
 
-    def replay(self) -> Iterator[list[tuple[bytes, bytes | None]]]:
-        """The writes of the change logs, oldest version first, a record batch at a time."""
+    def log_columns(self) -> Iterator[tuple[pa.Array, pa.Array]]:
+        """The writes of the change logs as (keys, values) columns, oldest version first, a record batch at
+        a time (a null value is a delete)."""
         for version, path, source in self.logs:
-            for keys, values in hf.read(path, hf.KIND_DELTA, version, source):
-                yield list(zip(keys, values))
+            yield from hf.read_columns(path, hf.KIND_DELTA, version, source)
 
 
 class EmptyRestore:
