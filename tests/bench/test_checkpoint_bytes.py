@@ -29,7 +29,8 @@ def _hdfs_file(path, records, raw_block: bool) -> int:
 def test_a_heap_store_and_hdfs_files_are_broken_down(tmp_path):
     store_dir = tmp_path / "ckpt" / "state" / "0" / "0"
     spec = StoreSpec.standalone("file:" + str(store_dir), dataclasses.replace(Settings(), backend="heap",
-                                                                              heap_snapshot_every=2))
+                                                                              heap_snapshot_every=2,
+                                                                              heap_snapshot_min_delta_percent=0))
     s = Store(spec, str(tmp_path / "local"))
     s.load(0)
     for v in range(1, 4):

@@ -27,7 +27,10 @@ def make_spec(checkpoint: str, instance_id: str = "inst-1", retain: int = 100, *
                      instance_id=instance_id, query_run_id="run-1", key_schema_json="{}", value_schema_json="{}",
                      num_cols_prefix_key=0, num_partitions=4, min_versions_to_retain=retain,
                      settings=dataclasses.replace(Settings(), **{"rocksdb_write_buffer_mb": 1,
-                                                                 "rocksdb_block_cache_mb": 1, **settings}))
+                                                                 "rocksdb_block_cache_mb": 1,
+                                                                 # full snapshots at heap_snapshot_every
+                                                                 "heap_snapshot_min_delta_percent": 0,
+                                                                 **settings}))
 
 
 BACKENDS = ("rocksdb", "heap", "rocksdb-logged", "rocksdb-mapped")

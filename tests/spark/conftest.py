@@ -54,11 +54,11 @@ def selected_provider() -> str:
 
 
 PREFIX = "spark.sql.streaming.stateStore.sparkstate."
-# heap.snapshotEveryVersions=2 makes background full snapshots (and chains that start from one) happen
-# within these short queries.
+# heap.snapshotEveryVersions=2, whatever the deltas' bytes, makes background full snapshots (and chains
+# that start from one) happen within these short queries.
 VARIANTS = {
     "rocksdb": {"backend": "rocksdb"},
-    "heap": {"backend": "heap", "heap.snapshotEveryVersions": "2"},
+    "heap": {"backend": "heap", "heap.snapshotEveryVersions": "2", "heap.snapshotMinDeltaPercent": "0"},
     "socket": {"backend": "rocksdb", "transport": "socket"},
     "py4j": {"backend": "rocksdb", "transport": "py4j"},
     # two commits in three as change logs on the last flushed SST set, replayed on restart

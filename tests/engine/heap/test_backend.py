@@ -1,5 +1,6 @@
 """Heap backend: sync deltas vs background full snapshots, chains, memory cap, crash during a write."""
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -40,6 +41,39 @@ def test_full_snapshot_in_background_becomes_the_chain_base(new_store):
         fresh = new_store(f"check-{v}")
         assert fresh.load(v).source == "checkpoint"
         assert contents(fresh) == dict(kv(i, b"%d-" % v) for i in range(v * 10))
+
+
+def test_a_full_snapshot_waits_for_deltas_of_its_bytes_or_four_times_the_count(new_store):
+    s = new_store(heap_snapshot_every=2, heap_snapshot_min_delta_percent=100)
+    s.load(0)
+    expected: dict[bytes, bytes] = {}
+    rnd = random.Random(7)  # values that do not compress: a file's bytes follow its rows
+
+    def commit(v: int, rows: range) -> None:
+        writes = [kv(i, rnd.randbytes(16)) for i in rows]
+        expected.update(writes)
+        s.apply_batch(writes)
+        s.commit()
+        s.load(v)
+        settle(s)
+
+    commit(1, range(2000))
+    commit(2, range(2000, 2001))
+    assert chain(s, 2) == [("heap-delta", 1), ("heap-delta", 2)]  # no full snapshot yet: the count decides
+    # full-2 is the base from commit 3; deltas of one key each stay far below its bytes, so it stays the
+    # base until four times heap.snapshotEveryVersions deltas follow it
+    for v in range(3, 11):
+        commit(v, range(3000 + v, 3001 + v))
+        assert chain(s, v) == [("heap-full", 2)] + [("heap-delta", u) for u in range(3, v + 1)]
+    commit(11, range(3011, 3012))
+    assert chain(s, 11) == [("heap-full", 10), ("heap-delta", 11)]
+    # a delta as large as the full snapshot: two deltas suffice again
+    commit(12, range(4000))
+    commit(13, range(4000, 4001))
+    assert chain(s, 13) == [("heap-full", 12), ("heap-delta", 13)]
+    fresh = new_store("check")
+    assert fresh.load(13).source == "checkpoint"
+    assert contents(fresh) == expected
 
 
 def test_empty_commit_writes_no_delta(new_store):

@@ -8,8 +8,9 @@ Commit of version v+1 (synchronous part, what Spark waits for):
   record batch already written), write the manifest. Nothing proportional to the state size, or to the
   number of keys written, happens here. If the journal was lost (a write failed to append, or writes
   survived a failed commit), the commit falls back to gathering the changes since v (O(keys written)).
-Background (one runner): every `heap.snapshotEveryVersions` deltas, a full snapshot of a pinned view is
-  written while the next micro-batches run; the first commit after it completes uses it as the new base
+Background (one runner): once `heap.snapshotEveryVersions` deltas follow the last full snapshot and hold
+  `heap.snapshotMinDeltaPercent` of its bytes, a full snapshot of a pinned view is written while the next
+  micro-batches run; the first commit after it completes uses it as the new base
   of the chain (see snapshot.py, chain.py). Retention then drops the older deltas with their manifests.
 Load of v: the current head (Store fast path), else a retained view rolled back in place (`rewind`,
   O(keys changed since v)), else restore the manifest's chain from the checkpoint.
@@ -34,6 +35,10 @@ from .snapshot import DeltaResources, HeapFullSnapshot, freeze_version, publish_
 from .versioned_map import VersionedMap, View
 
 log = logging.getLogger(__name__)
+
+# A full snapshot is written once this many times heap.snapshotEveryVersions deltas follow the last one,
+# whatever their bytes.
+FULL_AFTER_EVERY_TIMES = 4
 
 
 class HeapBackend(Backend):
@@ -239,12 +244,22 @@ class HeapBackend(Backend):
     def release_snapshot(self, resources: SnapshotResources) -> None:
         """Nothing pinned: the new view is either the head now or was dropped on failure."""
 
-    def _deltas_since_full(self) -> int:
-        return len(self._head.chain.deltas)
+    def _full_due(self) -> bool:
+        """Once heap.snapshotEveryVersions deltas follow the last full snapshot and hold
+        heap.snapshotMinDeltaPercent of its bytes, or FULL_AFTER_EVERY_TIMES as many deltas follow it (which
+        bounds the files a restore reads and a manifest lists)."""
+        chain, settings = self._head.chain, self.ctx.settings
+        deltas, every = len(chain.deltas), settings.heap_snapshot_every
+        if deltas < every:
+            return False
+        if chain.full is None or deltas >= FULL_AFTER_EVERY_TIMES * every:
+            return True
+        delta_bytes = sum(ref.size for _, ref in chain.deltas)
+        return delta_bytes * 100 >= chain.full.size * settings.heap_snapshot_min_delta_percent
 
     def _maybe_start_full(self) -> bool:
         if (self._closed or self._runner.busy or self._runner.peek_result() is not None
-                or self._deltas_since_full() < self.ctx.settings.heap_snapshot_every):
+                or not self._full_due()):
             return False
         return self._runner.start(self._full, self._head.version)
 

@@ -7,8 +7,8 @@ strategy of its commits and uses these two functions):
   `publish_version`  finish the journal (end of stream, fsync; upload if staged), then the manifest
                      listing the chain of v (chain.py): [full snapshot] + deltas.
 
-`HeapFullSnapshot` (every `heap.snapshotEveryVersions` deltas; a SnapshotStrategy run in the background by
-the snapshot runner):
+`HeapFullSnapshot` (when due: HeapBackend._full_due; a SnapshotStrategy run in the background by the
+snapshot runner):
   prepare  pin the committed view of version s (O(1));
   upload   stream the view's rows into `full-<s>.arrow` (the file manager's `new_file`, like a journal).
            No manifest is written: the next commit whose chain contains the chain of s swaps that prefix
