@@ -305,7 +305,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "once four times heap.snapshotEveryVersions deltas follow it. A state that grows by small "
                 "batches then rewrites itself less often, while a restore reads at most about twice its full "
                 "snapshot's bytes: on the small-batches workload (60 batches of 1,000 rows) its full "
-                "snapshots hold 0.99 MB instead of 1.76 MB, and a batch writes 35 KiB instead of 47 "
+                "snapshots hold 0.99 MB against 1.76 MB with 0, and a batch writes 35 KiB against 47 "
                 "(docs/benchmarks/workloads.md). Where a batch's delta is large against the state, the count "
                 "decides.",
                 "an integer from 0 to 10000"),

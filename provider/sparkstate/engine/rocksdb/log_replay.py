@@ -6,7 +6,9 @@ thousand writes), and leaves a memtable that the next flush must write again. In
 are sorted by key (a stable sort, so a key's writes keep their order), each key's last write is kept,
 and the puts are written in key order into one SST file that RocksDB ingests above every existing file.
 Deletes, which an SST writer cannot hold, go through a write batch after the ingest; a key is either
-put or deleted by then, so the two do not overlap and their order does not matter.
+put or deleted by then, so the two do not overlap and their order does not matter. The logs' writes are
+held in memory at once, which the flush rule bounds (backend.py, LOG_SHARE_BEFORE_FLUSH: the logs since
+a flush stay under half its SST files' bytes, compressed).
 """
 from __future__ import annotations
 
