@@ -41,32 +41,6 @@ def _shm_mappings(pid: int) -> list[str]:
         return [line.strip() for line in f if "sparkstate-shm-" in line]
 
 
-def test_workers_exit_when_their_jvm_is_killed(tmp_path):
-    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
-    try:
-        jvm = None
-        for line in driver.stdout:
-            if line.startswith("JVM "):
-                jvm = int(line.split()[1])
-                break
-        assert jvm, "the driver did not start a query"
-        workers = [p for p in procfs.children(jvm) if procfs.is_store_worker(p)]
-        assert workers, "no sparkstate worker was started"
-        segments = [line for p in workers for line in _shm_mappings(p)]
-        assert segments, "no worker mapped a shared-memory segment (the default transport is shm)"
-        assert all(line.endswith("(deleted)") for line in segments), \
-            f"a segment file outlived the attach: {segments}"  # nothing is left in /dev/shm after a crash
-        os.kill(jvm, signal.SIGKILL)
-        deadline = time.time() + 20
-        while time.time() < deadline and any(procfs.is_store_worker(p) for p in workers):
-            time.sleep(0.2)
-        assert not [p for p in workers if procfs.is_store_worker(p)], "workers outlived their killed JVM"
-    finally:
-        driver.kill()
-        driver.wait()
-
-
 def _start_driver(workdir, env: dict) -> tuple[subprocess.Popen, int]:
     """A driver process that ran one batch and now idles with its workers live; returns it and its JVM's pid."""
     driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(workdir)], stdout=subprocess.PIPE, text=True,
@@ -79,17 +53,27 @@ def _start_driver(workdir, env: dict) -> tuple[subprocess.Popen, int]:
     raise AssertionError("the driver did not start a query")
 
 
-def test_a_killed_jvms_worker_directories_are_removed_by_the_next_worker_start(tmp_path):
+def test_a_killed_jvms_workers_exit_and_the_next_worker_start_removes_their_directories(tmp_path):
     local = tmp_path / "local"  # the application's scratch space, as a cluster manager gives it
     local.mkdir()
     root = local / f"sparkstate-w-{os.getuid()}"
     env = {"SPARK_LOCAL_DIRS": str(local)}
     first, jvm = _start_driver(tmp_path / "first", env)
     try:
+        workers = [p for p in procfs.children(jvm) if procfs.is_store_worker(p)]
+        assert workers, "no sparkstate worker was started"
+        segments = [line for p in workers for line in _shm_mappings(p)]
+        assert segments, "no worker mapped a shared-memory segment (the default transport is shm)"
+        assert all(line.endswith("(deleted)") for line in segments), \
+            f"a segment file outlived the attach: {segments}"  # nothing is left in /dev/shm after a crash
         left = sorted(os.listdir(root))
         assert left, f"no worker directory under the scratch space {local}"
         assert {"owner.lock", "stderr.log", "heartbeat"} <= set(os.listdir(root / left[0]))
         os.kill(jvm, signal.SIGKILL)
+        deadline = time.time() + 20
+        while time.time() < deadline and any(procfs.is_store_worker(p) for p in workers):
+            time.sleep(0.2)
+        assert not [p for p in workers if procfs.is_store_worker(p)], "workers outlived their killed JVM"
     finally:
         first.kill()
         first.wait()
