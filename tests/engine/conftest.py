@@ -9,11 +9,12 @@ from sparkstate.engine import Store, StoreSpec
 from sparkstate.keygroups import storage_key
 
 
-# Variants of a backend under their own name: "rocksdb-logged" commits two versions in three as change logs,
-# "rocksdb-mapped" reads uncompressed SST files through memory maps.
+# Variants of a backend under their own name: "rocksdb" commits as change logs between flushes (the default
+# rocksdb.flushEveryVersions), "rocksdb-logged" flushes every third version, so that versions built on a flush
+# come often, "rocksdb-mapped" flushes at every commit and reads its uncompressed SST files through memory maps.
 VARIANT_SETTINGS = {"rocksdb-logged": {"backend": "rocksdb", "rocksdb_flush_every": 3},
                     "rocksdb-mapped": {"backend": "rocksdb", "rocksdb_mmap_reads": True,
-                                       "rocksdb_compression": "none"}}
+                                       "rocksdb_compression": "none", "rocksdb_flush_every": 1}}
 
 
 def backend_name(variant: str) -> str:

@@ -120,7 +120,7 @@ def test_commit_then_reload_in_fresh_instance(new_store):
 
 @pytest.mark.parametrize("backend", ["rocksdb", "heap"])  # logged commits: rocksdb/test_logged_commits.py
 def test_incremental_commit_uploads_only_new_files(new_store):
-    s = new_store()
+    s = new_store(rocksdb_flush_every=1)  # RocksDB: a flushed commit
     s.load(0)
     s.apply_batch([kv(i) for i in range(1000)])
     first = s.commit().metrics
@@ -336,7 +336,7 @@ def test_two_instances_share_checkpoint(new_store, tmp_path):
 ])
 def test_failed_commit_leaves_previous_version_loadable(new_store, verb, pattern, after_bytes):
     io = InstrumentedFileIO()
-    s = new_store(fileio=io)
+    s = new_store(fileio=io, rocksdb_flush_every=1)  # RocksDB: version 2 uploads an SST file
     s.load(0)
     s.apply_batch([kv(i) for i in range(100)])
     s.commit()

@@ -37,7 +37,8 @@ def _store(moto_s3, bucket, tmp_path, **settings) -> Store:
 
 
 @pytest.mark.parametrize("settings", [{"backend": "rocksdb"}, {"backend": "rocksdb", "rocksdb_flush_every": 3},
-                                      {"backend": "heap"}], ids=["rocksdb", "rocksdb-logged", "heap"])
+                                      {"backend": "rocksdb", "rocksdb_flush_every": 1}, {"backend": "heap"}],
+                         ids=["rocksdb", "rocksdb-logged", "rocksdb-flush-every-commit", "heap"])
 def test_a_commit_sends_one_put_per_file_it_writes_and_no_list(moto_s3, bucket, tmp_path, settings):
     store = _store(moto_s3, bucket, tmp_path, **settings)
     try:
