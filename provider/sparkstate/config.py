@@ -242,8 +242,8 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "blocks make that cheaper, for a larger index and less compression.",
                 f"an integer from 1 to {MAX_BLOCK_SIZE_KB}"),
     Declaration("rocksdb.compression", "rocksdb_compression", "zstd", _choice(*COMPRESSIONS),
-                "Compression of RocksDB SST files. Every commit uploads its flush's new file, so this sets "
-                "most of a checkpoint's bytes: zstd stores an aggregation's state in about 0.6x of lz4's "
+                "Compression of RocksDB SST files. Every flush uploads its new files, so this sets much of a "
+                "checkpoint's bytes: zstd stores an aggregation's state in about 0.6x of lz4's "
                 "bytes, and decompresses a block that misses the block cache in more CPU than lz4 (state "
                 "larger than the cache reads more of them: conf/presets/low-latency.conf keeps lz4).",
                 ", ".join(COMPRESSIONS)),
