@@ -80,6 +80,19 @@ def test_versions_between_flushes_upload_their_change_log_only(tmp_path):
         store.close()
 
 
+def test_by_default_a_commit_after_the_first_writes_its_change_log_and_flushes_after_twenty(tmp_path):
+    store = Store(make_spec("file:" + str(tmp_path / "ckpt" / "state" / "0" / "1"), backend="rocksdb"),
+                  str(tmp_path / "local"))  # rocksdb.flushEveryVersions as the user gets it
+    try:
+        expected = _commit_versions(store, 21, rows_per_version=20)
+        fm = store.file_manager
+        logs = {v: [lv for lv, _ in CommittedFiles.of(fm.read_manifest(v)).logs] for v in range(1, 22)}
+        assert logs[1] == [] and logs[20] == list(range(2, 21)) and logs[21] == [], logs
+    finally:
+        store.close()
+    assert _fresh_contents(tmp_path, 20, rocksdb_flush_every=20) == expected[20]
+
+
 def _flushed_versions(store: Store, keys: int, last: int, rewritten: int, tag, check) -> list[int]:
     """Version 1 writes `keys` keys, versions 2..`last` rewrite the first `rewritten` with values `tag(v)`;
     `check(files)` sees each version's files. Returns the versions that flushed."""
