@@ -121,6 +121,27 @@ def test_a_rewrite_with_nothing_to_do_succeeds_and_still_completes_its_file_sink
                                                     "(its log has every rescale and migration batch)"]
 
 
+def test_a_rescale_to_the_partitions_the_state_has_says_so_without_starting_spark(tmp_path, capsys, monkeypatch):
+    from sparkstate.cli import rewrite_command
+
+    from ..rewrite.test_file_sink import _checkpoint
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("Spark started")
+    monkeypatch.setattr(rewrite_command, "start_spark", no_spark)
+    provider = "io.sparkstate.PythonStateStoreProvider"
+    ckpt = _checkpoint(tmp_path, [4, 6, 6], committed=2, providers=[provider] * 3)
+    assert main(["rescale", "--checkpoint", ckpt, "--partitions", "6", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "nothing_to_do": f"the state of {ckpt} already has 6 partitions", "file_sinks": {}}
+    # another count, Spark's own provider, or a batch started after the last commit: the job decides
+    for partitions, providers, committed in ((4, [provider] * 3, 2), (6, ["other"] * 3, 2), (6, [provider] * 3, 1)):
+        (tmp_path / "ckpt").rename(tmp_path / f"old-{partitions}-{committed}-{providers[0]}")
+        ckpt = _checkpoint(tmp_path, [4, 6, 6], committed=committed, providers=providers)
+        with pytest.raises(AssertionError, match="Spark started"):
+            main(["rescale", "--checkpoint", ckpt, "--partitions", str(partitions)])
+
+
 @pytest.fixture
 def checkpoint(tmp_path) -> str:
     ckpt = str(tmp_path / "ckpt")

@@ -21,7 +21,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    return run_rewrite("rescale", args, out, _wrong_arguments, _rescale)
+    return run_rewrite("rescale", args, out, _wrong_arguments, _rescale, done_before_spark=_rescaled_already)
+
+
+def _rescaled_already(args: argparse.Namespace, fileio: Any) -> Any:
+    from ..rescaling.plan import rescaled_already
+    return rescaled_already(args.checkpoint, args.partitions, fileio)
 
 
 def _wrong_arguments(args: argparse.Namespace) -> str | None:

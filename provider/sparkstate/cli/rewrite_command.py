@@ -12,6 +12,7 @@ from .common import add_json_argument
 from .console import EXIT_OK, EXIT_PROBLEM, Output
 
 if TYPE_CHECKING:
+    from ..errors import AlreadyDoneError
     from ..rewrite.tool import RewriteTool
 
 
@@ -23,6 +24,8 @@ class Summary(Protocol):
 RewriteJob = Callable[[argparse.Namespace, Any, dict[str, str], Any], Summary]
 # the arguments -> what is wrong with them for the rewrite (not for --repair-file-sink), or None
 ArgumentCheck = Callable[[argparse.Namespace], str | None]
+# (the arguments, the checkpoint's FileIO) -> the checkpoint already is as asked, read without Spark, or None
+DoneCheck = Callable[[argparse.Namespace, Any], "AlreadyDoneError | None"]
 
 
 def add_rewrite_arguments(p: argparse.ArgumentParser, command: str, conf_example: str) -> None:
@@ -43,10 +46,11 @@ def add_rewrite_arguments(p: argparse.ArgumentParser, command: str, conf_example
 
 
 def run_rewrite(command: str, args: argparse.Namespace, out: Output, wrong_arguments: ArgumentCheck,
-                job: RewriteJob, with_sparkstate: bool = False) -> int:
+                job: RewriteJob, with_sparkstate: bool = False, done_before_spark: DoneCheck | None = None) -> int:
     """`sparkstate <command>` (rescale or migrate): the file sink repair if asked for; else, after refusing wrong
     arguments and a checkpoint that is not there, `job` in a Spark session of its own (`with_sparkstate`: with
-    our jar), and its summary, or that the checkpoint already was as asked, or why it was refused."""
+    our jar), and its summary, or that the checkpoint already was as asked, or why it was refused.
+    `done_before_spark` finds a checkpoint already as asked without the Spark start."""
     from ..errors import AlreadyDoneError, SparkstateError
 
     if args.repair_file_sink:
@@ -56,10 +60,13 @@ def run_rewrite(command: str, args: argparse.Namespace, out: Output, wrong_argum
         out.error(command, wrong)
         return EXIT_PROBLEM
     try:
-        check_before_spark(args.checkpoint, args.conf)
+        fileio = check_before_spark(args.checkpoint, args.conf)
     except SparkstateError as e:
         out.error(command, f"refused: {e}")
         return EXIT_PROBLEM
+    done = done_before_spark(args, fileio) if done_before_spark is not None else None
+    if done is not None:
+        return already_done(command, args.checkpoint, done, args.file_sink, args.conf, out)
     spark, extra = start_spark(f"sparkstate-{command}", args.master, args.conf, with_sparkstate)
     try:
         from ..rewrite.session import require_classic_session
@@ -87,8 +94,8 @@ def storage_conf_items(conf: list[str]) -> list[str]:
     return [c for c in conf if c.startswith((PREFIX, "fs.s3a.", "spark.hadoop.fs.s3a."))]
 
 
-def check_before_spark(checkpoint: str, conf: list[str]) -> None:
-    """Refuse a checkpoint that is not there before paying for a Spark start."""
+def check_before_spark(checkpoint: str, conf: list[str]) -> Any:
+    """Refuse a checkpoint that is not there before paying for a Spark start; returns its FileIO."""
     from ..checkpoint.location import open_fileio
     from ..errors import SparkstateError
     from .common import parse_conf, require_checkpoint
@@ -97,7 +104,9 @@ def check_before_spark(checkpoint: str, conf: list[str]) -> None:
         if "=" not in item:
             raise SparkstateError(f"--conf expects KEY=VALUE, got {item!r}")
     settings, s3a = parse_conf(storage_conf_items(conf))
-    require_checkpoint(open_fileio(checkpoint, settings, s3a), checkpoint)
+    fileio = open_fileio(checkpoint, settings, s3a)
+    require_checkpoint(fileio, checkpoint)
+    return fileio
 
 
 def start_spark(app_name: str, master: str | None, conf: list[str], with_sparkstate: bool = False):

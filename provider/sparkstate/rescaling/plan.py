@@ -168,7 +168,7 @@ def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, st
     if old is None:
         raise RescaleError(f"offset log entry {last_commit} does not pin the partition count")
     if old == num_partitions and not resume:
-        raise AlreadyRescaledError(f"the state of {checkpoint} already has {num_partitions} partitions")
+        raise _already_rescaled(checkpoint, num_partitions)
     if resume:
         # The interrupted run already wrote offsets/<N+1>; the source layout is that of batch N.
         entry = logs.read_offset(last_commit)
@@ -182,6 +182,28 @@ def build_plan(checkpoint: str, num_partitions: int, settings_conf: dict[str, st
             lambda fm, candidates: held_attempt(fm, plan.source_version, candidates), logs.commit_path(last_commit),
             RESCALE)
     return replace(plan, backend=_check_source_versions(plan))
+
+
+def _already_rescaled(checkpoint: str, num_partitions: int) -> AlreadyRescaledError:
+    return AlreadyRescaledError(f"the state of {checkpoint} already has {num_partitions} partitions")
+
+
+def rescaled_already(checkpoint: str, num_partitions: int, fileio: FileIO) -> AlreadyRescaledError | None:
+    """What `build_plan` raises for a sparkstate query whose last committed batch, with no batch started
+    after it, already has `num_partitions` partitions: read from the logs alone, so that a rescale run again
+    says so without starting Spark. None for anything else, which `build_plan` then plans or refuses."""
+    checkpoint = normalize_checkpoint(checkpoint)
+    logs = SparkLogs(fileio, checkpoint)
+    try:
+        offsets, commits = logs.committed()
+        if offsets[-1] != commits[-1]:
+            return None
+        entry = logs.read_offset(commits[-1])
+    except CheckpointError:
+        return None
+    if entry.conf.get(PROVIDER_CLASS_CONF) == PROVIDER_CLASS and entry.shuffle_partitions == num_partitions:
+        return _already_rescaled(checkpoint, num_partitions)
+    return None
 
 
 def _discover_stores(fio: FileIO, checkpoint: str) -> list[StorePlan]:
