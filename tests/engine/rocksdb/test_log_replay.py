@@ -10,7 +10,7 @@ import pytest
 import rocksdict
 
 from sparkstate.config import Settings
-from sparkstate.engine.rocksdb.log_replay import last_writes, replay_logs
+from sparkstate.engine.rocksdb.log_replay import last_writes, replay_logs, stable_key_order
 from sparkstate.engine.rocksdb.options import make_options
 
 
@@ -52,11 +52,30 @@ def test_no_logs_write_nothing(tmp_path):
     db.close()
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_database_ends_as_the_writes_applied_in_order(tmp_path, seed):
+@pytest.mark.parametrize("width", [1, 3, 8, 9, 16, 20])
+def test_keys_of_one_width_sort_by_their_bytes_and_equal_keys_keep_their_order(width):
+    rnd = random.Random(width)
+    pool = [rnd.randbytes(width) for _ in range(50)] + [b"\x00" * width, b"\xff" * width]
+    keys = [rnd.choice(pool) for _ in range(3000)]
+    column = pa.array([b"-" * width] * 7 + keys, pa.binary()).slice(7)  # an offset into the buffers, too
+    assert stable_key_order(column).to_pylist() == sorted(range(len(keys)), key=keys.__getitem__)
+
+
+def test_keys_of_varied_widths_sort_by_their_bytes_and_equal_keys_keep_their_order():
+    rnd = random.Random(5)
+    pool = [rnd.randbytes(rnd.choice([3, 5])) for _ in range(40)] + [b"", b"\x00"]
+    keys = [rnd.choice(pool) for _ in range(2000)]
+    assert stable_key_order(pa.array(keys, pa.binary())).to_pylist() == sorted(range(len(keys)),
+                                                                               key=keys.__getitem__)
+
+
+@pytest.mark.parametrize("seed,width", [(1, None), (2, None), (3, None), (4, 12)])
+def test_the_database_ends_as_the_writes_applied_in_order(tmp_path, seed, width):
     rnd = random.Random(seed)
 
-    def key() -> bytes:  # varied lengths and bytes, so byte order and prefixes matter
+    def key() -> bytes:  # varied lengths and bytes, so byte order and prefixes matter; or one width
+        if width is not None:
+            return bytes([rnd.randrange(4)]) + bytes(width - 2) + bytes([rnd.randrange(256)])  # 1,024 keys
         return bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 6)))
 
     db = _db(tmp_path / "db")

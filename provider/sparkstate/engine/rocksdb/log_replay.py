@@ -17,9 +17,12 @@ from collections import deque
 from itertools import starmap
 from typing import Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import rocksdict
+
+from ..arrow_columns import offsets
 
 
 def last_writes(columns: Iterable[tuple[pa.Array, pa.Array]]) -> tuple[pa.Array, pa.Array]:
@@ -31,13 +34,32 @@ def last_writes(columns: Iterable[tuple[pa.Array, pa.Array]]) -> tuple[pa.Array,
         return pa.nulls(0, pa.binary()), pa.nulls(0, pa.binary())
     keys = pa.concat_arrays([k.cast(pa.binary()) for k, _ in parts])
     values = pa.concat_arrays([v.cast(pa.binary()) for _, v in parts])
-    order = pc.sort_indices(keys)  # stable: equal keys stay in write order
+    order = stable_key_order(keys)
     keys, values = keys.take(order), values.take(order)
     if len(keys) > 1:  # a key's last write is where the next key differs; the last row always is one
         last = pc.not_equal(keys[:-1], keys[1:])
         keys = pa.concat_arrays([keys[:-1].filter(last), keys[-1:]])
         values = pa.concat_arrays([values[:-1].filter(last), values[-1:]])
     return keys, values
+
+
+def stable_key_order(keys: pa.Array) -> pa.Array:
+    """Indices that sort `keys` (binary, no nulls) by their bytes, equal keys in their order. Keys of one
+    width (a fixed-size key row, as most operators' are) sort as big-endian 64-bit words with numpy's
+    lexsort, several times faster than Arrow's sort of binary values; others with Arrow's stable sort."""
+    n = len(keys)
+    ends = offsets(keys)
+    width = int(ends[1] - ends[0]) if n else 0
+    if n < 2 or width == 0 or keys.null_count or not (np.diff(ends) == width).all():
+        return pc.sort_indices(keys)
+    words = -(-width // 8)
+    rows = np.zeros((n, words * 8), np.uint8)  # zero padding: same for every key, so order is kept
+    data = np.frombuffer(keys.buffers()[2], np.uint8, n * width, int(ends[0]))
+    rows[:, :width] = data.reshape(n, width)
+    columns = rows.view(">u8")  # (n, words), each word compares as its bytes do
+    order = np.lexsort(columns.T[::-1]).astype(np.int64, copy=False)  # stable; the last key is the primary one
+    # (From the buffer: pa.array of a numpy array imports pandas, half a second in a fresh worker.)
+    return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(order)])
 
 
 def replay_logs(db: rocksdict.Rdict, options: rocksdict.Options, columns: Iterable[tuple[pa.Array, pa.Array]],
