@@ -284,8 +284,10 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "writes its snapshots (once 10 versions wait). Against 1: shorter commits and fewer bytes, for a "
                 "memtable that holds more versions and a journal of every write. On the aggregation benchmark "
                 "(30 batches) 20 gives 0.28x the median commit time of 1 and 0.66x the bytes, for 0.97x "
-                "the throughput; at 1M keys a restart's first batch took 1.1x as long (its 4 stores loaded in 2.8 s "
-                "against 0.26 s) and an executor loss 0.9x "
+                "the throughput. The price is recovery: at 1M keys a restart's first batch took about 1.2x as "
+                "long (its 4 stores' load 2.5-3.3 s against 0.25-0.29 s, replaying their change logs), and the "
+                "stores an executor loss moves reload in 1.2-2.7 s against 0.06-0.16 s; a query whose recovery "
+                "time matters more than its checkpoint's bytes and commit time can set 1 "
                 "(docs/benchmarks/aggregation.md, \"Checkpoint cost against Spark's providers\"; "
                 "docs/benchmarks/recovery.md, \"Commits between flushes\").",
                 "an integer >= 1"),
