@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .console import Output
 from .rewrite_command import add_rewrite_arguments, run_rewrite
+
+if TYPE_CHECKING:
+    from ..errors import AlreadyRescaledError
 
 HELP = "change the number of state partitions of a stopped query (key groups)"
 DESCRIPTION = """\
@@ -24,7 +27,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     return run_rewrite("rescale", args, out, _wrong_arguments, _rescale, done_before_spark=_rescaled_already)
 
 
-def _rescaled_already(args: argparse.Namespace, fileio: Any) -> Any:
+def _rescaled_already(args: argparse.Namespace, fileio: Any) -> AlreadyRescaledError | None:
     from ..rescaling.plan import rescaled_already
     return rescaled_already(args.checkpoint, args.partitions, fileio)
 

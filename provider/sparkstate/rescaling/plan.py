@@ -199,7 +199,7 @@ def rescaled_already(checkpoint: str, num_partitions: int, fileio: FileIO) -> Al
         if offsets[-1] != commits[-1]:
             return None
         entry = logs.read_offset(commits[-1])
-    except CheckpointError:
+    except (CheckpointError, OSError):  # the job reads them again and says what is wrong
         return None
     if entry.conf.get(PROVIDER_CLASS_CONF) == PROVIDER_CLASS and entry.shuffle_partitions == num_partitions:
         return _already_rescaled(checkpoint, num_partitions)
