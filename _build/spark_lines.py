@@ -117,7 +117,10 @@ def _fetch(version: str, target: str) -> None:
     with tempfile.TemporaryDirectory() as download:
         command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", download,
                    f"pyspark=={version}"]
-        done = subprocess.run(command, capture_output=True, text=True)
+        # The build hooks' variables name this project's backend; a nested pip building pyspark's sdist
+        # metadata would inherit them and look for setuptools in _build/.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("_PYPROJECT_HOOKS_", "PEP517_"))}
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
         files = glob.glob(os.path.join(download, "pyspark-*"))
         if done.returncode != 0 or not files:
             raise RuntimeError(
