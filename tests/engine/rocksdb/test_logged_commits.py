@@ -333,6 +333,47 @@ def test_maintenance_writes_an_idle_logged_versions_sst_set_for_the_next_commit(
         assert _fresh_contents(tmp_path, v, rocksdb_flush_every=4) == expected[v], v
 
 
+def test_an_instance_that_opens_a_version_by_replaying_logs_writes_its_sst_set_for_the_next_commit(tmp_path):
+    writer = _store(tmp_path, rocksdb_flush_every=6)
+    try:
+        expected = _commit_versions(writer, 4)  # 1 flushed, 2-4 logged
+    finally:
+        writer.close()
+    fm_files = lambda store, v: CommittedFiles.of(store.file_manager.read_manifest(v))  # noqa: E731
+    reader = _store(tmp_path, "after-restart", rocksdb_flush_every=6)
+    try:
+        reader.load(4)  # replays 3 change logs
+        settle(reader)
+        assert reader._backend._sst_sets.peek_result().version == 4
+        assert [v for v, _ in fm_files(reader, 4).logs] == [2, 3, 4]  # no manifest written for the set
+        expected.update(_commit_versions_from(reader, 4, 5, dict(expected[4])))
+        files = fm_files(reader, 5)
+        assert [v for v, _ in files.logs] == [5]  # 4's SST set, and 5's own change log
+        assert set(files.ssts) > set(fm_files(reader, 1).ssts)  # the replay's SST file joined the set
+    finally:
+        reader.close()
+    for v in (4, 5):
+        assert _fresh_contents(tmp_path, v, rocksdb_flush_every=6) == expected[v], v
+
+
+def test_an_instance_that_replays_one_log_leaves_the_sst_set_to_maintenance(tmp_path):
+    writer = _store(tmp_path, rocksdb_flush_every=6)
+    try:
+        _commit_versions(writer, 2)  # 1 flushed, 2 logged
+    finally:
+        writer.close()
+    reader = _store(tmp_path, "after-restart", rocksdb_flush_every=6)
+    try:
+        reader.load(2)
+        settle(reader)
+        assert reader._backend._sst_sets.peek_result() is None
+        reader.apply_batch([kv(7000, b"v3")])
+        reader.commit()
+        assert [v for v, _ in CommittedFiles.of(reader.file_manager.read_manifest(3)).logs] == [2, 3]
+    finally:
+        reader.close()
+
+
 def test_maintenance_leaves_a_store_with_writes_since_its_version_alone(tmp_path):
     store = _store(tmp_path, rocksdb_flush_every=4)
     try:

@@ -17,7 +17,9 @@ commit saves the rewrites of level-0 files that a flush per micro-batch causes o
 journal cannot hold (an append failed, or a bulk load filled the database) mark the version's changes as
 not kept; such a version is flushed. Between flushes, Spark's maintenance thread finds the database idle and writes the
 committed version's SST set in the background (snapshot.py, `BackgroundSstSet`); the next commit builds on
-it, so the change logs a version needs stay few without a flush in a commit.
+it, so the change logs a version needs stay few without a flush in a commit. A version opened by replaying
+several change logs (a restart, a lost executor, a rewind) writes its SST set the same way at once, so that
+the next open of that store does not replay the same writes again.
 """
 from __future__ import annotations
 
@@ -53,6 +55,10 @@ KNOWN_KEYS_LIMIT = 200_000
 # small state that a batch rewrites much of. The first commit of a store (no SST files yet) always flushes.
 LOG_SHARE_BEFORE_FLUSH = 0.5
 LOG_BYTES_BEFORE_FLUSH = 4 << 20
+# An open that replayed this many change logs writes the opened version's SST set in the background. The
+# ingested replay is one new SST file, uploaded with the next SST set anyway; a single log is cheaper to
+# replay again than to upload as a file of its own.
+REPLAYED_LOGS_BEFORE_SST_SET = 2
 
 
 class RocksDBBackend(Backend):
@@ -301,8 +307,25 @@ class RocksDBBackend(Backend):
         while no write follows it: flush, and write its SST set in the background for the next commit to
         build on (sooner would upload SST files and change logs of the same writes)."""
         every = self.ctx.settings.rocksdb_flush_every
-        if (self._db is None or every <= 1 or self._changes is not None or self._changes_lost
-                or self._sst_sets.busy or len(self._committed.logs) < max(1, every // 2)):
+        if len(self._committed.logs) >= max(1, every // 2):
+            self._start_sst_set()
+
+    def sst_set_after_replay(self, replayed_logs: int) -> None:
+        """Right after an open that replayed several change logs (once stale local directories are gone):
+        the database holds exactly the committed version, its replay ingested as an SST file, so its SST
+        set needs no flush of new writes."""
+        if replayed_logs < REPLAYED_LOGS_BEFORE_SST_SET:
+            return
+        try:
+            self._start_sst_set()
+        except Exception as e:  # noqa: BLE001 - the opened version is whole without it; maintenance retries
+            log.warning("SST set of replayed version %d not started: %r", self._version, e)
+
+    def _start_sst_set(self) -> None:
+        """Write the committed version's SST set in the background, if the database has no write since
+        that version and the set is neither being written nor written already."""
+        if (self._db is None or self.ctx.settings.rocksdb_flush_every <= 1 or self._changes is not None
+                or self._changes_lost or self._sst_sets.busy):
             return
         done = self._sst_sets.peek_result()
         if done is not None and done.version == self._version:
@@ -330,6 +353,7 @@ class RocksDBBackend(Backend):
             shutil.rmtree(restored.db_dir, ignore_errors=True)
             raise
         self.ctx.layout.remove_other_dbs(keep=restored.db_dir)
+        self.sst_set_after_replay(len(restored.logs))
         return True
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -378,4 +402,5 @@ def open_rocksdb_backend(ctx: BackendContext, manifest: Manifest | None) -> Rock
         raise
     ctx.layout.remove_other_dbs(keep=restored.db_dir)
     ctx.file_manager.prune_cache(ctx.layout.cache_dir, manifest.remote_names() if manifest is not None else ())
+    backend.sst_set_after_replay(len(restored.logs))
     return backend
