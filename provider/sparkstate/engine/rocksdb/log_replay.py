@@ -45,18 +45,19 @@ def last_writes(columns: Iterable[tuple[pa.Array, pa.Array]]) -> tuple[pa.Array,
 
 def stable_key_order(keys: pa.Array) -> pa.Array:
     """Indices that sort `keys` (binary, no nulls) by their bytes, equal keys in their order. Keys of one
-    width (a fixed-size key row, as most operators' are) sort as big-endian 64-bit words with numpy's
-    lexsort, several times faster than Arrow's sort of binary values; others with Arrow's stable sort."""
+    width (a fixed-size key row, as most operators' are) sort as big-endian 16-bit words with numpy's
+    lexsort, whose stable sort of 16-bit integers is a radix sort (one linear pass per word): several
+    times faster than 64-bit words or Arrow's sort of binary values. Others sort with Arrow's stable sort."""
     n = len(keys)
     ends = offsets(keys)
     width = int(ends[1] - ends[0]) if n else 0
     if n < 2 or width == 0 or keys.null_count or not (np.diff(ends) == width).all():
         return pc.sort_indices(keys)
-    words = -(-width // 8)
-    rows = np.zeros((n, words * 8), np.uint8)  # zero padding: same for every key, so order is kept
+    words = -(-width // 2)
+    rows = np.zeros((n, words * 2), np.uint8)  # zero padding: same for every key, so order is kept
     data = np.frombuffer(keys.buffers()[2], np.uint8, n * width, int(ends[0]))
     rows[:, :width] = data.reshape(n, width)
-    columns = rows.view(">u8")  # (n, words), each word compares as its bytes do
+    columns = rows.view(">u2")  # (n, words), each word compares as its bytes do
     order = np.lexsort(columns.T[::-1]).astype(np.int64, copy=False)  # stable; the last key is the primary one
     # (From the buffer: pa.array of a numpy array imports pandas, half a second in a fresh worker.)
     return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(order)])
