@@ -112,3 +112,28 @@ def test_only_deletes_need_no_sst_file(tmp_path):
     assert _all(db) == [(b"b", b"2")]
     assert not os.path.exists(tmp_path / "r.sst")
     db.close()
+
+
+
+def _file_size(tmp_path, options: rocksdict.Options, name: str) -> int:
+    writer = rocksdict.SstFileWriter(options=options)
+    writer.open(str(tmp_path / name))
+    for i in range(5000):
+        writer[b"key-%06d" % i] = b"value-%d" % (i * 7919 % 1000)
+    writer.finish()
+    return os.path.getsize(tmp_path / name)
+
+
+@pytest.mark.parametrize("codec, written", [("zstd", "lz4"), ("lz4", "lz4"), ("none", "none")])
+def test_the_replay_file_trades_zstd_for_lz4_and_keeps_other_codecs(tmp_path, codec, written):
+    import dataclasses
+
+    from sparkstate.engine.rocksdb.log_replay import replay_file_options
+
+    def options(c: str) -> rocksdict.Options:
+        return make_options(dataclasses.replace(Settings(), rocksdb_compression=c), None)
+
+    sizes = {c: _file_size(tmp_path, options(c), c + ".sst") for c in ("zstd", "lz4", "none")}
+    assert len(set(sizes.values())) == 3  # the codecs tell apart by the file's size
+    replay = replay_file_options(dataclasses.replace(Settings(), rocksdb_compression=codec))
+    assert _file_size(tmp_path, replay, "replay.sst") == sizes[written]

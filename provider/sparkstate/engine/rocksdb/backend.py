@@ -39,7 +39,7 @@ from ..journal import DeltaJournal
 from ..snapshot_runner import BackgroundSnapshotRunner
 from .block_cache import BlockCacheLease
 from .cursor import RocksDBCursor
-from .log_replay import replay_logs
+from .log_replay import replay_file_options, replay_logs
 from .options import make_options
 from .restore import RestoredDir, choose_restore
 from .snapshot import (BackgroundSstSet, CommittedFiles, SstSet, SstSnapshotResources, drop_checkpoint,
@@ -98,7 +98,7 @@ class RocksDBBackend(Backend):
                 wo.disable_wal = True
                 db.set_write_options(wo)
                 if restored.logs:
-                    replay_logs(db, make_options(self.ctx.settings, None), restored.log_columns(),
+                    replay_logs(db, replay_file_options(self.ctx.settings), restored.log_columns(),
                                 restored.db_dir + ".replay.sst")
         except BaseException:
             if db is not None:
