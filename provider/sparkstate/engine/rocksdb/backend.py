@@ -51,8 +51,9 @@ log = logging.getLogger(__name__)
 KNOWN_KEYS_LIMIT = 200_000
 # Between flushes (rocksdb.flushEveryVersions), a commit flushes anyway once the change logs since the last
 # flush hold this share of its SST files' bytes and at least LOG_BYTES_BEFORE_FLUSH: opening a version then
-# replays at most about half the state's bytes, or a few MiB of logs (about 2 us per logged write) for a
-# small state that a batch rewrites much of. The first commit of a store (no SST files yet) always flushes.
+# replays at most about half the state's bytes, or a few MiB of logs (about 0.5 us per logged write alone)
+# for a small state that a batch rewrites much of. The first commit of a store (no SST files yet) always
+# flushes.
 LOG_SHARE_BEFORE_FLUSH = 0.5
 LOG_BYTES_BEFORE_FLUSH = 4 << 20
 # An open that replayed this many change logs writes the opened version's SST set in the background. The
