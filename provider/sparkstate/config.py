@@ -286,10 +286,10 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "(30 batches) 20 gives 0.28x the median commit time of 1 and 0.66x the bytes, for 0.97x "
                 "the throughput. The price is recovery: opening a version replays its change logs (at 1M keys, 5 "
                 "logs of 50,000 writes per store, a restart's 4 stores load in 1.2-1.3 s against 0.12 s with 1, "
-                "and its first batch takes 1.10x as long as with Spark's RocksDB provider against 1.03x). An "
-                "open that replayed two or more logs writes that version's SST set in the background, so the "
-                "store's next open replays only the logs committed since. A query whose recovery time matters "
-                "more than its checkpoint's bytes and commit time can set 1 "
+                "and its first batch takes 1.10x as long as with Spark's RocksDB provider against 1.03x). A "
+                "store opened by replaying two or more logs writes that version's SST set in the background "
+                "before its first write, so its next open replays only the logs committed since. A query whose "
+                "recovery time matters more than its checkpoint's bytes and commit time can set 1 "
                 "(docs/benchmarks/aggregation.md, \"Checkpoint cost against Spark's providers\"; "
                 "docs/benchmarks/recovery.md, \"Commits between flushes\").",
                 "an integer >= 1"),

@@ -333,45 +333,67 @@ def test_maintenance_writes_an_idle_logged_versions_sst_set_for_the_next_commit(
         assert _fresh_contents(tmp_path, v, rocksdb_flush_every=4) == expected[v], v
 
 
-def test_an_instance_that_opens_a_version_by_replaying_logs_writes_its_sst_set_for_the_next_commit(tmp_path):
+def _written_then_reopened(tmp_path, versions: int) -> tuple[dict[int, dict[bytes, bytes]], Store]:
+    """Versions 1..`versions` (1 flushed, the rest logged), then a fresh instance that loads the last one."""
     writer = _store(tmp_path, rocksdb_flush_every=6)
     try:
-        expected = _commit_versions(writer, 4)  # 1 flushed, 2-4 logged
+        expected = _commit_versions(writer, versions)
     finally:
         writer.close()
-    fm_files = lambda store, v: CommittedFiles.of(store.file_manager.read_manifest(v))  # noqa: E731
     reader = _store(tmp_path, "after-restart", rocksdb_flush_every=6)
+    reader.load(versions)
+    return expected, reader
+
+
+def _checkpoint_files(tmp_path) -> set[str]:
+    return {str(p) for p in (tmp_path / "ckpt").rglob("*") if p.is_file()}
+
+
+def test_a_store_opened_by_replaying_logs_writes_that_versions_sst_set_before_its_first_write(tmp_path):
+    expected, store = _written_then_reopened(tmp_path, 4)  # the load replays 3 change logs
+    fm = store.file_manager
     try:
-        reader.load(4)  # replays 3 change logs
-        settle(reader)
-        assert reader._backend._sst_sets.peek_result().version == 4
-        assert [v for v, _ in fm_files(reader, 4).logs] == [2, 3, 4]  # no manifest written for the set
-        expected.update(_commit_versions_from(reader, 4, 5, dict(expected[4])))
-        files = fm_files(reader, 5)
+        settle(store)
+        assert store._backend._sst_sets.peek_result() is None  # nothing before a write
+        store.apply_batch([kv(9000, b"v5")])
+        settle(store)
+        assert store._backend._sst_sets.peek_result().version == 4
+        assert [v for v, _ in CommittedFiles.of(fm.read_manifest(4)).logs] == [2, 3, 4]  # no manifest written
+        store.commit()
+        expected[5] = {**expected[4], **dict([kv(9000, b"v5")])}
+        files = CommittedFiles.of(fm.read_manifest(5))
         assert [v for v, _ in files.logs] == [5]  # 4's SST set, and 5's own change log
-        assert set(files.ssts) > set(fm_files(reader, 1).ssts)  # the replay's SST file joined the set
+        assert set(files.ssts) > set(CommittedFiles.of(fm.read_manifest(1)).ssts)  # with the replay's file
     finally:
-        reader.close()
+        store.close()
     for v in (4, 5):
         assert _fresh_contents(tmp_path, v, rocksdb_flush_every=6) == expected[v], v
 
 
-def test_an_instance_that_replays_one_log_leaves_the_sst_set_to_maintenance(tmp_path):
-    writer = _store(tmp_path, rocksdb_flush_every=6)
+def test_a_reader_that_opens_by_replaying_logs_uploads_nothing(tmp_path):
+    expected, store = _written_then_reopened(tmp_path, 4)
     try:
-        _commit_versions(writer, 2)  # 1 flushed, 2 logged
+        before = _checkpoint_files(tmp_path)
+        assert contents(store) == expected[4]
+        store.abort()
+        store.load(4)
+        settle(store)
+        assert store._backend._sst_sets.peek_result() is None
+        assert _checkpoint_files(tmp_path) == before
     finally:
-        writer.close()
-    reader = _store(tmp_path, "after-restart", rocksdb_flush_every=6)
+        store.close()
+
+
+def test_a_store_that_replays_one_log_leaves_the_sst_set_to_maintenance(tmp_path):
+    _, store = _written_then_reopened(tmp_path, 2)  # 1 flushed, 2 logged
     try:
-        reader.load(2)
-        settle(reader)
-        assert reader._backend._sst_sets.peek_result() is None
-        reader.apply_batch([kv(7000, b"v3")])
-        reader.commit()
-        assert [v for v, _ in CommittedFiles.of(reader.file_manager.read_manifest(3)).logs] == [2, 3]
+        store.apply_batch([kv(7000, b"v3")])
+        settle(store)
+        assert store._backend._sst_sets.peek_result() is None
+        store.commit()
+        assert [v for v, _ in CommittedFiles.of(store.file_manager.read_manifest(3)).logs] == [2, 3]
     finally:
-        reader.close()
+        store.close()
 
 
 def test_maintenance_leaves_a_store_with_writes_since_its_version_alone(tmp_path):

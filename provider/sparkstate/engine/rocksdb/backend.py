@@ -17,9 +17,10 @@ commit saves the rewrites of level-0 files that a flush per micro-batch causes o
 journal cannot hold (an append failed, or a bulk load filled the database) mark the version's changes as
 not kept; such a version is flushed. Between flushes, Spark's maintenance thread finds the database idle and writes the
 committed version's SST set in the background (snapshot.py, `BackgroundSstSet`); the next commit builds on
-it, so the change logs a version needs stay few without a flush in a commit. A version opened by replaying
-several change logs (a restart, a lost executor, a rewind) writes its SST set the same way at once, so that
-the next open of that store does not replay the same writes again.
+it, so the change logs a version needs stay few without a flush in a commit. A store opened by replaying
+several change logs (a restart, a lost executor, a rewind) writes the opened version's SST set the same way
+before its first write, so that its next open does not replay the same writes again; a reader that never
+writes (inspect, a rescale's source, Spark's read stores) uploads nothing.
 """
 from __future__ import annotations
 
@@ -56,9 +57,9 @@ KNOWN_KEYS_LIMIT = 200_000
 # flushes.
 LOG_SHARE_BEFORE_FLUSH = 0.5
 LOG_BYTES_BEFORE_FLUSH = 4 << 20
-# An open that replayed this many change logs writes the opened version's SST set in the background. The
-# ingested replay is one new SST file, uploaded with the next SST set anyway; a single log is cheaper to
-# replay again than to upload as a file of its own.
+# An open that replayed this many change logs writes the opened version's SST set in the background before
+# its first write. The ingested replay is one new SST file, uploaded with the next SST set anyway; a single
+# log is cheaper to replay again than to upload as a file of its own.
 REPLAYED_LOGS_BEFORE_SST_SET = 2
 
 
@@ -83,6 +84,7 @@ class RocksDBBackend(Backend):
         self._changes: DeltaJournal | None = None  # writes since _version; None: none yet
         self._changes_lost = not self._journaling  # writes since _version no journal holds
         self._sst_sets = BackgroundSnapshotRunner()  # the SST set of a version committed as change logs
+        self._sst_set_due = False  # the open replayed logs: write the SST set before the first write
 
     def _open(self, restored: RestoredDir) -> None:
         """Open a restored directory and replay its change logs (the writes after its SST set). The
@@ -148,6 +150,8 @@ class RocksDBBackend(Backend):
         return values
 
     def apply_batch(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        if self._sst_set_due:
+            self._sst_set_after_replay()
         db = self._live()
         known = self._known
         unknown = [k for k, _ in records if k not in known]  # empty after the usual get-then-put
@@ -311,12 +315,15 @@ class RocksDBBackend(Backend):
         if len(self._committed.logs) >= max(1, every // 2):
             self._start_sst_set()
 
-    def sst_set_after_replay(self, replayed_logs: int) -> None:
-        """Right after an open that replayed several change logs (once stale local directories are gone):
-        the database holds exactly the committed version, its replay ingested as an SST file, so its SST
-        set needs no flush of new writes."""
-        if replayed_logs < REPLAYED_LOGS_BEFORE_SST_SET:
-            return
+    def opened_by_replay(self, replayed_logs: int) -> None:
+        """The database was opened (stale local directories gone) by replaying `replayed_logs` change logs."""
+        self._sst_set_due = replayed_logs >= REPLAYED_LOGS_BEFORE_SST_SET
+
+    def _sst_set_after_replay(self) -> None:
+        """Before the first write after an open that replayed several change logs: the database holds
+        exactly the committed version, its replay ingested as an SST file, so its SST set needs no flush of
+        new writes. Only a writer gets here, so a reader of the checkpoint never uploads."""
+        self._sst_set_due = False
         try:
             self._start_sst_set()
         except Exception as e:  # noqa: BLE001 - the opened version is whole without it; maintenance retries
@@ -354,7 +361,7 @@ class RocksDBBackend(Backend):
             shutil.rmtree(restored.db_dir, ignore_errors=True)
             raise
         self.ctx.layout.remove_other_dbs(keep=restored.db_dir)
-        self.sst_set_after_replay(len(restored.logs))
+        self.opened_by_replay(len(restored.logs))
         return True
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -403,5 +410,5 @@ def open_rocksdb_backend(ctx: BackendContext, manifest: Manifest | None) -> Rock
         raise
     ctx.layout.remove_other_dbs(keep=restored.db_dir)
     ctx.file_manager.prune_cache(ctx.layout.cache_dir, manifest.remote_names() if manifest is not None else ())
-    backend.sst_set_after_replay(len(restored.logs))
+    backend.opened_by_replay(len(restored.logs))
     return backend
