@@ -1,6 +1,7 @@
 """Commits between flushes in a running query (`rocksdb.flushEveryVersions` > 1): Spark's maintenance
-thread (every 2 s in the test session) writes an idle store's SST set, later commits build on it, and
-the query's result stays what the batch computation gives, across a restart."""
+thread (every 2 s in the test session) writes an idle store's SST set, and so does a store reopened by
+replaying change logs; later commits build on it, and the query's result stays what the batch computation
+gives, across a restart."""
 from __future__ import annotations
 
 import os
@@ -56,5 +57,19 @@ def test_commits_build_on_the_sst_sets_maintenance_writes(spark, tmp_path):
     with session_conf(spark, {PREFIX + "backend": "rocksdb", PREFIX + "rocksdb.flushEveryVersions": "4"}):
         _run_files(case, case.files[:8])
         _run_files(case, case.files[8:])  # a restart from the checkpoint
+    case.assert_matches_batch()
+    assert _built_on_sst_sets(case) > 0
+
+
+def test_a_restart_that_replays_change_logs_writes_the_sst_sets_its_next_commits_build_on(spark, tmp_path):
+    """Four change logs per store at the restart, fewer than maintenance waits for (half of the default
+    20): the reopened stores replay them and write their SST sets before their first write."""
+    case = AggregationCase(spark, tmp_path, seed=89, n_files=8, per_file=40)
+    with session_conf(spark, {PREFIX + "backend": "rocksdb"}):
+        case.source.add_all(case.files[:5])
+        case.run()
+        assert _built_on_sst_sets(case) == 0
+        case.source.add_all(case.files[5:])
+        case.run()  # a new run of the query: its stores open from the checkpoint
     case.assert_matches_batch()
     assert _built_on_sst_sets(case) > 0
