@@ -2,6 +2,7 @@
 had been applied in order."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 
@@ -10,7 +11,7 @@ import pytest
 import rocksdict
 
 from sparkstate.config import Settings
-from sparkstate.engine.rocksdb.log_replay import last_writes, replay_logs, stable_key_order
+from sparkstate.engine.rocksdb.log_replay import last_writes, replay_file_options, replay_logs, stable_key_order
 from sparkstate.engine.rocksdb.options import make_options
 
 
@@ -126,10 +127,6 @@ def _file_size(tmp_path, options: rocksdict.Options, name: str) -> int:
 
 @pytest.mark.parametrize("codec, written", [("zstd", "lz4"), ("lz4", "lz4"), ("none", "none")])
 def test_the_replay_file_trades_zstd_for_lz4_and_keeps_other_codecs(tmp_path, codec, written):
-    import dataclasses
-
-    from sparkstate.engine.rocksdb.log_replay import replay_file_options
-
     def options(c: str) -> rocksdict.Options:
         return make_options(dataclasses.replace(Settings(), rocksdb_compression=c), None)
 

@@ -384,6 +384,24 @@ def test_a_reader_that_opens_by_replaying_logs_uploads_nothing(tmp_path):
         store.close()
 
 
+def test_an_sst_set_after_a_replay_that_cannot_start_leaves_the_write_and_commit_whole(tmp_path, monkeypatch):
+    from sparkstate.engine.rocksdb import snapshot
+
+    def full_disk(self, version):
+        raise OSError(28, "No space left on device")
+
+    expected, store = _written_then_reopened(tmp_path, 4)
+    monkeypatch.setattr(snapshot.BackgroundSstSet, "prepare_snapshot", full_disk)
+    try:
+        store.apply_batch([kv(9100, b"v5")])
+        store.commit()
+        expected[5] = {**expected[4], **dict([kv(9100, b"v5")])}
+        assert [v for v, _ in CommittedFiles.of(store.file_manager.read_manifest(5)).logs] == [2, 3, 4, 5]
+    finally:
+        store.close()
+    assert _fresh_contents(tmp_path, 5, rocksdb_flush_every=6) == expected[5]
+
+
 def test_a_store_that_replays_one_log_leaves_the_sst_set_to_maintenance(tmp_path):
     _, store = _written_then_reopened(tmp_path, 2)  # 1 flushed, 2 logged
     try:

@@ -76,6 +76,7 @@ class RocksDBBackend(Backend):
         self._journaling = ctx.settings.rocksdb_change_log or ctx.settings.rocksdb_flush_every > 1
         self._db: rocksdict.Rdict | None = None
         self._cache: BlockCacheLease | None = None  # held while the database is open
+        self._sst_set_due = False  # the open replayed logs: write the SST set before the first write
         self._open(restored)
         self._base = base
         self._known: dict[bytes, bool] = {}
@@ -84,7 +85,6 @@ class RocksDBBackend(Backend):
         self._changes: DeltaJournal | None = None  # writes since _version; None: none yet
         self._changes_lost = not self._journaling  # writes since _version no journal holds
         self._sst_sets = BackgroundSnapshotRunner()  # the SST set of a version committed as change logs
-        self._sst_set_due = False  # the open replayed logs: write the SST set before the first write
 
     def _open(self, restored: RestoredDir) -> None:
         """Open a restored directory and replay its change logs (the writes after its SST set). The
@@ -110,6 +110,7 @@ class RocksDBBackend(Backend):
             raise
         self._db = db
         self.db_dir, self._num_keys = restored.db_dir, restored.num_keys
+        self._sst_set_due = len(restored.logs) >= REPLAYED_LOGS_BEFORE_SST_SET
 
     @property
     def _committed(self) -> CommittedFiles:
@@ -315,10 +316,6 @@ class RocksDBBackend(Backend):
         if len(self._committed.logs) >= max(1, every // 2):
             self._start_sst_set()
 
-    def opened_by_replay(self, replayed_logs: int) -> None:
-        """The database was opened (stale local directories gone) by replaying `replayed_logs` change logs."""
-        self._sst_set_due = replayed_logs >= REPLAYED_LOGS_BEFORE_SST_SET
-
     def _sst_set_after_replay(self) -> None:
         """Before the first write after an open that replayed several change logs: the database holds
         exactly the committed version, its replay ingested as an SST file, so its SST set needs no flush of
@@ -361,7 +358,6 @@ class RocksDBBackend(Backend):
             shutil.rmtree(restored.db_dir, ignore_errors=True)
             raise
         self.ctx.layout.remove_other_dbs(keep=restored.db_dir)
-        self.opened_by_replay(len(restored.logs))
         return True
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -410,5 +406,4 @@ def open_rocksdb_backend(ctx: BackendContext, manifest: Manifest | None) -> Rock
         raise
     ctx.layout.remove_other_dbs(keep=restored.db_dir)
     ctx.file_manager.prune_cache(ctx.layout.cache_dir, manifest.remote_names() if manifest is not None else ())
-    backend.opened_by_replay(len(restored.logs))
     return backend
