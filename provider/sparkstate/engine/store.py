@@ -71,6 +71,10 @@ class StoreMetrics:
 
 
 class State(enum.Enum):
+    # Members are singletons, so identity hashing agrees with Enum's equality; Enum's own __hash__ is a
+    # Python-level call, paid by the state check of every get.
+    __hash__ = object.__hash__
+
     CLOSED = "CLOSED"
     LOADED = "LOADED"
     UPDATING = "UPDATING"
