@@ -12,6 +12,7 @@ import pytest
 
 from sparkstate import __version__
 from sparkstate.cli import COMMANDS, main
+from sparkstate.migration.plan import HDFS_PROVIDER
 
 from ..engine.conftest import kv
 from ..inspection.conftest import PARTITIONS, open_store, write_log
@@ -140,6 +141,36 @@ def test_a_rescale_to_the_partitions_the_state_has_says_so_without_starting_spar
         ckpt = _checkpoint(tmp_path, [4, 6, 6], committed=committed, providers=providers)
         with pytest.raises(AssertionError, match="Spark started"):
             main(["rescale", "--checkpoint", ckpt, "--partitions", str(partitions)])
+
+
+def test_a_migration_to_the_provider_the_query_runs_on_says_so_without_starting_spark(tmp_path, capsys,
+                                                                                       monkeypatch):
+    from sparkstate.cli import rewrite_command
+
+    from ..rewrite.test_file_sink import _checkpoint
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("Spark started")
+    monkeypatch.setattr(rewrite_command, "start_spark", no_spark)
+    ours, hdfs = "io.sparkstate.PythonStateStoreProvider", HDFS_PROVIDER
+    done = [(["--to", "sparkstate"], [hdfs, ours, ours], f"already runs on sparkstate ({ours})"),
+            (["--to", "hdfs"], [ours, hdfs, hdfs], f"already runs on hdfs ({hdfs})"),
+            (["--to", "sparkstate", "--partitions", "6"], [ours] * 3, "already runs on sparkstate with 6 partitions")]
+    for i, (args, providers, answer) in enumerate(done):
+        ckpt = _checkpoint(tmp_path / f"done-{i}", [4, 6, 6], committed=2, providers=providers)
+        assert main(["migrate", "--checkpoint", ckpt, *args, "--json"]) == 0, args
+        assert json.loads(capsys.readouterr().out) == {"nothing_to_do": f"the query of {ckpt} {answer}",
+                                                       "file_sinks": {}}
+    # a backend to compare with the stores', another provider or count, a batch started after the last
+    # commit (an interrupted migration): the job decides
+    for i, (args, providers, committed) in enumerate((
+            (["--to", "sparkstate", "--backend", "heap"], [ours] * 3, 2),
+            (["--to", "rocksdb"], [ours] * 3, 2),
+            (["--to", "sparkstate", "--partitions", "4"], [ours] * 3, 2),
+            (["--to", "sparkstate"], [hdfs, hdfs, ours], 1))):
+        ckpt = _checkpoint(tmp_path / f"job-{i}", [4, 6, 6], committed=committed, providers=providers)
+        with pytest.raises(AssertionError, match="Spark started"):
+            main(["migrate", "--checkpoint", ckpt, *args])
 
 
 @pytest.fixture

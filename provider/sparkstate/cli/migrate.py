@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .console import Output
 from .rewrite_command import add_rewrite_arguments, run_rewrite
+
+if TYPE_CHECKING:
+    from ..errors import AlreadyMigratedError
 
 HELP = "move a stopped query's state between Spark's providers (hdfs, rocksdb) and sparkstate"
 DESCRIPTION = """\
@@ -31,7 +34,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
-    return run_rewrite("migrate", args, out, _wrong_arguments, _migrate, with_sparkstate=True)
+    return run_rewrite("migrate", args, out, _wrong_arguments, _migrate, with_sparkstate=True,
+                       done_before_spark=_migrated_already)
+
+
+def _migrated_already(args: argparse.Namespace, fileio: Any) -> AlreadyMigratedError | None:
+    from ..migration.plan import migrated_already
+    return migrated_already(args.checkpoint, args.to, args.backend, args.partitions, fileio)
 
 
 def _wrong_arguments(args: argparse.Namespace) -> str | None:

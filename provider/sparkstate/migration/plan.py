@@ -29,6 +29,7 @@ from ..checkpoint.spark_logs import PROVIDER_CLASS_CONF, SUPPORTED_OPERATORS, Of
 from ..config import PREFIX, PROVIDER_CLASS, Settings
 from ..errors import AlreadyMigratedError, CheckpointError, MigrationError
 from ..rewrite.batch import RewriteBatch, with_recorded_attempts
+from ..rewrite.stopped_query import normalize_checkpoint
 from ..rewrite.tool import MIGRATION
 from ..storage import FileIO, join_path
 
@@ -120,7 +121,7 @@ def build_plan(checkpoint: str, to: str, backend: str | None, fio: FileIO,
     if source == target:
         if target == PROVIDER_CLASS:
             refuse_backend_switch(fio, checkpoint, last, backend, ours)
-        raise AlreadyMigratedError(f"the query of {checkpoint} already runs on {provider_name(source)} ({source})")
+        raise already_migrated(checkpoint, source)
     if source not in PROVIDERS.values():
         raise MigrationError(f"the query runs on provider {source}; sparkstate migrates between "
                              f"{', '.join(PROVIDERS)} only")
@@ -169,6 +170,39 @@ def _held_attempt(plan: MigrationPlan, fio: FileIO) -> Callable[[Any, list[str]]
         names = [[join_path(handle, f"{version}_{c}{ext}") for ext in ROCKSDB_VERSION_FILES] for c in candidates]
         return next((i for i, paths in enumerate(names) if any(fio.exists(p) for p in paths)), None)
     return held
+
+
+def already_migrated(checkpoint: str, provider: str, partitions: int | None = None) -> AlreadyMigratedError:
+    """The answer to a migration whose checkpoint already runs on `provider` (class name), with `partitions`
+    partitions when a rescale was asked for too."""
+    if partitions is None:
+        return AlreadyMigratedError(f"the query of {checkpoint} already runs on {provider_name(provider)} ({provider})")
+    return AlreadyMigratedError(f"the query of {checkpoint} already runs on {provider_name(provider)} with "
+                                f"{partitions} partitions")
+
+
+def migrated_already(checkpoint: str, to: str, backend: str | None, partitions: int | None,
+                     fio: FileIO) -> AlreadyMigratedError | None:
+    """What the migration raises for a query whose last committed batch, with no batch started after it,
+    already runs on provider `to` (and has `partitions` partitions, if given): read from the logs alone, so
+    that a migration run again says so without starting Spark. None for anything else, and for a sparkstate
+    `backend` to compare with the stores' (read with the session's settings): the job then migrates,
+    resumes or refuses."""
+    target = PROVIDERS.get(to)
+    if target is None or (backend is not None and target == PROVIDER_CLASS):
+        return None
+    checkpoint = normalize_checkpoint(checkpoint)
+    logs = SparkLogs(fio, checkpoint)
+    try:
+        offsets, commits = logs.committed()
+        if offsets[-1] != commits[-1]:
+            return None  # a batch started after the last commit: an interrupted migration resumes
+        entry = logs.read_offset(commits[-1])
+    except (CheckpointError, OSError):  # the job reads them again and says what is wrong
+        return None
+    if pinned_provider(entry) != target or (partitions is not None and entry.shuffle_partitions != partitions):
+        return None
+    return already_migrated(checkpoint, target, partitions)
 
 
 def committed_logs(fio: FileIO, checkpoint: str) -> tuple[SparkLogs, list[int], list[int]]:

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..config import PROVIDER_CLASS
-from ..errors import AlreadyMigratedError, MigrationError
+from ..errors import MigrationError
 from ..rescaling import RescaleSummary, rescale
 from ..rewrite.stopped_query import normalize_checkpoint
 from ..storage import fileio_for
-from .plan import PROVIDERS, committed_logs, pinned_provider, provider_name, refuse_backend_switch
+from .plan import (PROVIDERS, already_migrated, committed_logs, pinned_provider, provider_name,
+                   refuse_backend_switch)
 from .runner import MigrationSummary, ProgressFn, migrate, session_stores
 
 StepFn = Callable[[str], None]
@@ -47,7 +48,7 @@ def migrate_and_rescale(spark: Any, checkpoint: str, to: str, partitions: int, *
         refuse_backend_switch(fileio_for(checkpoint), checkpoint, last, backend,
                               session_stores(spark, checkpoint))
     if provider == target and count == partitions:
-        raise AlreadyMigratedError(f"the query of {checkpoint} already runs on {to} with {partitions} partitions")
+        raise already_migrated(checkpoint, target, partitions)
     if PROVIDER_CLASS not in (provider, target):
         raise MigrationError(f"--partitions needs sparkstate on one side (only its state carries key groups); "
                              f"{provider_name(provider)} -> {to} can be migrated without it, then rescaled by "
