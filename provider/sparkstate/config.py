@@ -283,7 +283,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "commit to build on: about as often as Spark's RocksDB provider with changelog checkpointing "
                 "writes its snapshots (once 10 versions wait). Against 1: shorter commits and fewer bytes, for a "
                 "memtable that holds more versions and a journal of every write. On the aggregation benchmark "
-                "(30 batches) 20 gives 0.25x the median commit time of 1 and 0.67x the bytes, for 0.91x "
+                "(30 batches) 20 gives 0.27x the median commit time of 1 and 0.67x the bytes, for 0.87x "
                 "the throughput. The price is recovery: opening a version replays its change logs (at 1M keys, 5 "
                 "logs of 50,000 writes per store, a restart's 4 stores load in 1.2-1.3 s against 0.1 s with 1, "
                 "and its first batch takes a median 1.15x as long as Spark's RocksDB provider's against 1.07x). A "
