@@ -256,7 +256,8 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "Read SST files through memory maps. With rocksdb.compression none, a get reads its block "
                 "where it lies in the page cache, with no read call, copy or block cache entry: with more "
                 "state than the block cache holds, gets cost about 40% less, for SST files, checkpoints and "
-                "restores about twice as large (docs/benchmarks/rocksdb_gets.md, docs/benchmarks/recovery.md). The mapped pages count in the worker's "
+                "restores about twice as large (docs/benchmarks/rocksdb_gets.md, docs/benchmarks/recovery.md). "
+                "The mapped pages count in the worker's "
                 "resident memory (as YARN's memory check sees it), and so the store's memoryUsedBytes "
                 "includes its SST files' bytes. With compression, blocks are still decompressed into the "
                 "block cache: at 10M keys that cost as much as mapping saved. A file truncated under a "
@@ -520,12 +521,14 @@ def settings_table_markdown() -> str:
     """The settings table of docs/configuration.md, generated from DECLARATIONS."""
     rows = ["| key | default | valid values | what it does |", "|---|---|---|---|"]
     for d in DECLARATIONS:
-        default = "(unset)" if d.default in (None, ()) else str(d.default).lower() if isinstance(d.default, bool) else str(d.default)
+        default = ("(unset)" if d.default in (None, ()) else str(d.default).lower() if isinstance(d.default, bool)
+                   else str(d.default))
         rows.append(f"| `{PREFIX}{d.key}` | `{default}` | {d.valid} | {d.doc} |")
     return "\n".join(rows)
 
 
-SPARK_DEFAULTS_PLACEHOLDERS = ("/path/to/site-packages/sparkstate/jars/sparkstate-spark-<line>.jar", "/path/to/venv/bin/python")
+SPARK_DEFAULTS_PLACEHOLDERS = ("/path/to/site-packages/sparkstate/jars/sparkstate-spark-<line>.jar",
+                               "/path/to/venv/bin/python")
 
 
 def spark_defaults_file(jar: str = SPARK_DEFAULTS_PLACEHOLDERS[0], python: str = SPARK_DEFAULTS_PLACEHOLDERS[1]) -> str:
