@@ -29,7 +29,7 @@ from ..checkpoint.spark_logs import PROVIDER_CLASS_CONF, SUPPORTED_OPERATORS, Of
 from ..config import PREFIX, PROVIDER_CLASS, Settings
 from ..errors import AlreadyMigratedError, CheckpointError, MigrationError
 from ..rewrite.batch import RewriteBatch, with_recorded_attempts
-from ..rewrite.stopped_query import normalize_checkpoint
+from ..rewrite.stopped_query import normalize_checkpoint, settled_last_batch
 from ..rewrite.tool import MIGRATION
 from ..storage import FileIO, join_path
 
@@ -192,13 +192,8 @@ def migrated_already(checkpoint: str, to: str, backend: str | None, partitions: 
     if target is None or (backend is not None and target == PROVIDER_CLASS):
         return None
     checkpoint = normalize_checkpoint(checkpoint)
-    logs = SparkLogs(fio, checkpoint)
-    try:
-        offsets, commits = logs.committed()
-        if offsets[-1] != commits[-1]:
-            return None  # a batch started after the last commit: an interrupted migration resumes
-        entry = logs.read_offset(commits[-1])
-    except (CheckpointError, OSError):  # the job reads them again and says what is wrong
+    entry = settled_last_batch(fio, checkpoint)  # None after a started batch: an interrupted migration resumes
+    if entry is None:
         return None
     if pinned_provider(entry) != target or (partitions is not None and entry.shuffle_partitions != partitions):
         return None

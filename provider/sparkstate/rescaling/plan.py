@@ -20,7 +20,7 @@ from ..config import PREFIX, PROVIDER_CLASS, Settings
 from ..errors import AlreadyRescaledError, CheckpointError, RescaleError
 from ..rewrite.batch import RewriteBatch, with_recorded_attempts
 from ..rewrite.lock import WORK_DIR
-from ..rewrite.stopped_query import normalize_checkpoint
+from ..rewrite.stopped_query import normalize_checkpoint, settled_last_batch
 from ..rewrite.tool import RESCALE
 from ..storage import FileIO, fileio_for, join_path
 
@@ -193,15 +193,9 @@ def rescaled_already(checkpoint: str, num_partitions: int, fileio: FileIO) -> Al
     after it, already has `num_partitions` partitions: read from the logs alone, so that a rescale run again
     says so without starting Spark. None for anything else, which `build_plan` then plans or refuses."""
     checkpoint = normalize_checkpoint(checkpoint)
-    logs = SparkLogs(fileio, checkpoint)
-    try:
-        offsets, commits = logs.committed()
-        if offsets[-1] != commits[-1]:
-            return None
-        entry = logs.read_offset(commits[-1])
-    except (CheckpointError, OSError):  # the job reads them again and says what is wrong
-        return None
-    if entry.conf.get(PROVIDER_CLASS_CONF) == PROVIDER_CLASS and entry.shuffle_partitions == num_partitions:
+    entry = settled_last_batch(fileio, checkpoint)
+    if entry is not None and entry.conf.get(PROVIDER_CLASS_CONF) == PROVIDER_CLASS \
+            and entry.shuffle_partitions == num_partitions:
         return _already_rescaled(checkpoint, num_partitions)
     return None
 

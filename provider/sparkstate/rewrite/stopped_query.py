@@ -9,6 +9,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..checkpoint.spark_logs import OffsetEntry, SparkLogs
+from ..errors import CheckpointError
+from ..storage import FileIO
 from ..storage.local import local_path_or_none
 from .tool import RewriteTool
 
@@ -19,6 +22,20 @@ def normalize_checkpoint(path: str) -> str:
     if local is None:
         return path.rstrip("/")
     return os.path.abspath(local)
+
+
+def settled_last_batch(fio: FileIO, checkpoint: str) -> OffsetEntry | None:
+    """The offset log entry of the last committed batch when no batch started after it, read from the logs
+    alone (what a tool run again checks before it starts Spark); None when one did, or when the logs cannot
+    be read (the tool's job reads them again and says what is wrong)."""
+    logs = SparkLogs(fio, checkpoint)
+    try:
+        offsets, commits = logs.committed()
+        if offsets[-1] != commits[-1]:
+            return None
+        return logs.read_offset(commits[-1])
+    except (CheckpointError, OSError):
+        return None
 
 
 def refuse_if_running(spark: Any, checkpoint: str, tool: RewriteTool) -> None:
