@@ -264,6 +264,15 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "mapped store (on local disk the checkpoint's SST files are links to the live ones) ends "
                 "its worker process (SIGBUS) instead of failing the read; the task is retried, and its "
                 "restore names the damaged file.", "true, false"),
+    Declaration("rocksdb.memtable", "rocksdb_memtable", "auto", _choice("auto", "skiplist"),
+                "RocksDB backend: the memtable that holds a store's writes until a flush. auto: a hash table "
+                "of skip lists (keyed by the whole key) while the store serves only gets and puts, where a "
+                "write costs about half what it costs in a sorted skip list holding many batches; before the "
+                "store's first scan (watermark eviction, a join's or session window's scan, timeouts, TTL "
+                "cleanup), the store flushes it and reopens with a skip list, since every iterator over a "
+                "hash memtable sorts all of it first. skiplist: the skip list from the start. The hash "
+                "memtable holds fewer entries in rocksdb.writeBufferSizeMB, so it flushes more often "
+                "(docs/benchmarks/aggregation.md).", "auto, skiplist"),
     Declaration("rocksdb.changeLog", "rocksdb_change_log", False, _bool,
                 "RocksDB backend: keep each commit's writes in a change log file beside its SSTs (an Arrow "
                 "stream compressed as rocksdb.changeLogCompression, retained with its version), which Spark's change "
@@ -404,6 +413,7 @@ class Settings:
     rocksdb_compression: str = "zstd"
     rocksdb_bottommost_compression: str = "same"
     rocksdb_mmap_reads: bool = False
+    rocksdb_memtable: str = "auto"
     rocksdb_change_log: bool = False
     rocksdb_flush_every: int = 20
     rocksdb_change_log_compression: str = "zstd"

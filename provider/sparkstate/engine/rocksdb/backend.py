@@ -21,6 +21,11 @@ it, so the change logs a version needs stay few without a flush in a commit. A s
 several change logs (a restart, a lost executor, a rewind) writes the opened version's SST set the same way
 before its first write, so that its next open does not replay the same writes again; a reader that never
 writes (inspect, a rescale's source, Spark's read stores) uploads nothing.
+
+Memtable (`rocksdb.memtable`): a store starts on a hash memtable, where a get or put costs about half what
+it costs in a skip list holding many batches, and moves to a skip list before its first scan
+(`_before_scan`), since every iterator over a hash memtable sorts all of it first. Stores that never scan
+(aggregations without a watermark, most (flat)MapGroupsWithState) keep the hash memtable.
 """
 from __future__ import annotations
 
@@ -77,6 +82,8 @@ class RocksDBBackend(Backend):
         self._db: rocksdict.Rdict | None = None
         self._cache: BlockCacheLease | None = None  # held while the database is open
         self._sst_set_due = False  # the open replayed logs: write the SST set before the first write
+        # A hash memtable until the store's first scan (options.py, `_before_scan`).
+        self._point_memtable = ctx.settings.rocksdb_memtable == "auto"
         self._open(restored)
         self._base = base
         self._known: dict[bytes, bool] = {}
@@ -95,11 +102,7 @@ class RocksDBBackend(Backend):
         db = None
         try:
             with _disk_errors_named(restored.db_dir, "open"):
-                db = rocksdict.Rdict(restored.db_dir, make_options(self.ctx.settings,
-                                                                  self._cache.cache if self._cache else None))
-                wo = rocksdict.WriteOptions()
-                wo.disable_wal = True
-                db.set_write_options(wo)
+                db = self._open_db(restored.db_dir)
                 if restored.logs:
                     replay_logs(db, replay_file_options(self.ctx.settings), restored.log_columns(),
                                 restored.db_dir + ".replay.sst")
@@ -111,6 +114,34 @@ class RocksDBBackend(Backend):
         self._db = db
         self.db_dir, self._num_keys = restored.db_dir, restored.num_keys
         self._sst_set_due = len(restored.logs) >= REPLAYED_LOGS_BEFORE_SST_SET
+
+    def _open_db(self, db_dir: str) -> rocksdict.Rdict:
+        """The database in `db_dir` with the store's options, its writes without WAL. The options are given
+        for the default column family too: rocksdict would otherwise read the directory's OPTIONS file,
+        which holds the memtable the database was last opened with."""
+        options = make_options(self.ctx.settings, self._cache.cache if self._cache else None, self._point_memtable)
+        db = rocksdict.Rdict(db_dir, options, column_families={"default": options})
+        wo = rocksdict.WriteOptions()
+        wo.disable_wal = True
+        db.set_write_options(wo)
+        return db
+
+    def _before_scan(self) -> None:
+        """Before the first scan of a store on a hash memtable: flush it and reopen the database with a
+        skip list, which it keeps while this backend lives. Every iterator over a hash memtable would sort
+        all of it first (with total-order seek; without, it would see one bucket). The flushed writes
+        belong to no version yet, as those of a full memtable's own flush: commits publish SST sets and
+        change logs, not the live database's files."""
+        if not self._point_memtable:
+            return
+        db = self._live()
+        with _disk_errors_named(self.db_dir, "flush"):
+            db.flush(wait=True)  # the WAL is off: what a close does not flush is lost
+        self._point_memtable = False
+        self._db = None
+        db.close()
+        with _disk_errors_named(self.db_dir, "open"):
+            self._db = self._open_db(self.db_dir)
 
     @property
     def _committed(self) -> CommittedFiles:
@@ -217,6 +248,7 @@ class RocksDBBackend(Backend):
                 log.warning("could not delete an unfinished change log: %r", e)
 
     def open_cursor(self, prefix: bytes) -> Cursor:
+        self._before_scan()
         cursor = RocksDBCursor(self._live().snapshot(), prefix, self._cursors.discard)
         if not cursor.closed:
             self._cursors.add(cursor)
@@ -227,6 +259,7 @@ class RocksDBBackend(Backend):
 
     def walk(self, position: object | None, max_rows: int) -> tuple[list[tuple[bytes, bytes]], object | None]:
         """Key order from just after the key `position`: one iterator seek, then `max_rows` steps."""
+        self._before_scan()
         db = self._live()
         items = db.items(from_key=position) if position is not None else db.items()
         rows = list(islice(items, max_rows + 1))

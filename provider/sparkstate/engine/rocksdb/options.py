@@ -1,6 +1,7 @@
 """RocksDB options of a store: raw byte keys, bloom filter, per-store memtable, the worker's shared block
 cache (block_cache.py), compression (the last level's apart), SST file and level sizes, the level-0
-compaction trigger, and reads through memory maps.
+compaction trigger, reads through memory maps, and the memtable (a hash of skip lists for a store that only
+gets and puts, a sorted skip list for one that scans).
 
 WAL off is set per write (see backend.py): durability comes from checkpoints, not the WAL.
 """
@@ -29,13 +30,31 @@ _COMPRESSION = {
     "snappy": rocksdict.DBCompressionType.snappy,
     "none": rocksdict.DBCompressionType.none,
 }
+# Hash memtable: one bucket per this many bytes of write buffer (262,144 buckets of 8 bytes for 64 MiB).
+# Its entries take about 140 bytes each, so most buckets hold one key and its versions; a skip list per
+# bucket of height 4 serves the rare collision.
+WRITE_BUFFER_BYTES_PER_BUCKET = 256
+HASH_BUCKET_SKIPLIST_HEIGHT = 4
+HASH_BUCKET_SKIPLIST_BRANCHING = 4
 
 
-def make_options(settings: Settings, block_cache: rocksdict.Cache | None) -> rocksdict.Options:
-    """Options for a database of a store; `block_cache` None turns RocksDB's block cache off."""
+def make_options(settings: Settings, block_cache: rocksdict.Cache | None,
+                 point_memtable: bool = False) -> rocksdict.Options:
+    """Options for a database of a store; `block_cache` None turns RocksDB's block cache off.
+
+    `point_memtable`: a hash memtable, for a store that will not scan. A get or put finds its key's bucket
+    by hashing the whole key (the no-op prefix extractor) instead of descending a skip list of every entry
+    of many batches; an iterator must then ask for total order, and creating one sorts the memtable."""
     opt = rocksdict.Options(raw_mode=True)
     opt.create_if_missing(True)
     opt.set_write_buffer_size(settings.rocksdb_write_buffer_mb << 20)
+    if point_memtable:
+        opt.set_prefix_extractor(rocksdict.SliceTransform.create_noop())
+        buckets = (settings.rocksdb_write_buffer_mb << 20) // WRITE_BUFFER_BYTES_PER_BUCKET
+        opt.set_memtable_factory(rocksdict.MemtableFactory.hash_skip_list(
+            bucket_count=buckets, height=HASH_BUCKET_SKIPLIST_HEIGHT,
+            branching_factor=HASH_BUCKET_SKIPLIST_BRANCHING))
+        opt.set_allow_concurrent_memtable_write(False)  # the hash memtable takes one writer at a time
     opt.set_target_file_size_base(settings.rocksdb_target_file_mb << 20)
     opt.set_max_bytes_for_level_base(settings.rocksdb_level_base_mb << 20)
     opt.set_compression_type(_COMPRESSION[settings.rocksdb_compression]())
