@@ -266,8 +266,8 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "restore names the damaged file.", "true, false"),
     Declaration("rocksdb.memtable", "rocksdb_memtable", "auto", _choice("auto", "skiplist"),
                 "RocksDB backend: the memtable that holds a store's writes until a flush. auto: a hash table "
-                "of skip lists (keyed by the whole key) while the store serves only gets and puts, where a "
-                "write costs about half what it costs in a sorted skip list holding many batches; before the "
+                "of short sorted lists (keyed by the whole key) while the store serves only gets and puts, "
+                "where a write costs less than half what it costs in a skip list holding many batches; before the "
                 "store's first scan (watermark eviction, a join's or session window's scan, timeouts, TTL "
                 "cleanup), the store flushes it and reopens with a skip list, since every iterator over a "
                 "hash memtable sorts all of it first. skiplist: the skip list from the start. The hash "

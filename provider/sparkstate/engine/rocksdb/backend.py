@@ -22,8 +22,8 @@ several change logs (a restart, a lost executor, a rewind) writes the opened ver
 before its first write, so that its next open does not replay the same writes again; a reader that never
 writes (inspect, a rescale's source, Spark's read stores) uploads nothing.
 
-Memtable (`rocksdb.memtable`): a store starts on a hash memtable, where a get or put costs about half what
-it costs in a skip list holding many batches, and moves to a skip list before its first scan
+Memtable (`rocksdb.memtable`): a store starts on a hash memtable, where a get or put costs less than half
+what it costs in a skip list holding many batches, and moves to a skip list before its first scan
 (`_before_scan`), since every iterator over a hash memtable sorts all of it first. Stores that never scan
 (aggregations without a watermark, most (flat)MapGroupsWithState) keep the hash memtable.
 """

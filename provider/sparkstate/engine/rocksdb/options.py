@@ -1,7 +1,7 @@
 """RocksDB options of a store: raw byte keys, bloom filter, per-store memtable, the worker's shared block
 cache (block_cache.py), compression (the last level's apart), SST file and level sizes, the level-0
-compaction trigger, reads through memory maps, and the memtable (a hash of skip lists for a store that only
-gets and puts, a sorted skip list for one that scans).
+compaction trigger, reads through memory maps, and the memtable (a hash table of linked lists for a store
+that only gets and puts, a sorted skip list for one that scans).
 
 WAL off is set per write (see backend.py): durability comes from checkpoints, not the WAL.
 """
@@ -31,11 +31,9 @@ _COMPRESSION = {
     "none": rocksdict.DBCompressionType.none,
 }
 # Hash memtable: one bucket per this many bytes of write buffer (262,144 buckets of 8 bytes for 64 MiB).
-# Its entries take about 140 bytes each, so most buckets hold one key and its versions; a skip list per
-# bucket of height 4 serves the rare collision.
+# Its entries take about 105 bytes each, so most buckets hold one key and its versions, in a sorted linked
+# list (RocksDB turns a bucket of over 256 entries into a skip list).
 WRITE_BUFFER_BYTES_PER_BUCKET = 256
-HASH_BUCKET_SKIPLIST_HEIGHT = 4
-HASH_BUCKET_SKIPLIST_BRANCHING = 4
 
 
 def make_options(settings: Settings, block_cache: rocksdict.Cache | None,
@@ -51,9 +49,7 @@ def make_options(settings: Settings, block_cache: rocksdict.Cache | None,
     if point_memtable:
         opt.set_prefix_extractor(rocksdict.SliceTransform.create_noop())
         buckets = (settings.rocksdb_write_buffer_mb << 20) // WRITE_BUFFER_BYTES_PER_BUCKET
-        opt.set_memtable_factory(rocksdict.MemtableFactory.hash_skip_list(
-            bucket_count=buckets, height=HASH_BUCKET_SKIPLIST_HEIGHT,
-            branching_factor=HASH_BUCKET_SKIPLIST_BRANCHING))
+        opt.set_memtable_factory(rocksdict.MemtableFactory.hash_link_list(bucket_count=buckets))
         opt.set_allow_concurrent_memtable_write(False)  # the hash memtable takes one writer at a time
     opt.set_target_file_size_base(settings.rocksdb_target_file_mb << 20)
     opt.set_max_bytes_for_level_base(settings.rocksdb_level_base_mb << 20)
