@@ -265,9 +265,10 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "its worker process (SIGBUS) instead of failing the read; the task is retried, and its "
                 "restore names the damaged file.", "true, false"),
     Declaration("rocksdb.memtable", "rocksdb_memtable", "auto", _choice("auto", "skiplist"),
-                "RocksDB backend: the memtable that holds a store's writes until a flush. auto: a hash table "
-                "of short sorted lists (keyed by the whole key) while the store serves only gets and puts, "
-                "where a write costs less than half what it costs in a skip list holding many batches; before the "
+                "RocksDB backend: the memtable that holds a store's writes until a flush. auto: with "
+                "rocksdb.flushEveryVersions above 1, a hash table of short sorted lists (keyed by the whole "
+                "key) while the store serves only gets and puts, where a write costs less than half what it "
+                "costs in a skip list holding many batches; before the "
                 "store's first scan (watermark eviction, a join's or session window's scan, timeouts, TTL "
                 "cleanup), the store flushes it and reopens with a skip list, since every iterator over a "
                 "hash memtable sorts all of it first. skiplist: the skip list from the start. The hash "

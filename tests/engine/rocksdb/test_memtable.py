@@ -112,3 +112,16 @@ def test_the_skiplist_setting_keeps_a_skip_list_from_the_start(tmp_path):
         assert contents(store) == live
     finally:
         store.close()
+
+
+def test_a_flush_at_every_commit_keeps_a_skip_list(tmp_path):
+    """The memtable then holds one batch, which the commit's flush would have to sort."""
+    store, local = _store(tmp_path, "fe1", rocksdb_flush_every=1)
+    try:
+        store.load(0)
+        live: dict[bytes, bytes] = {}
+        _write_versions(store, live, 1, 2)
+        assert _memtable(local) == "SkipListFactory"
+        assert all(store.get(k) == v for k, v in live.items())
+    finally:
+        store.close()

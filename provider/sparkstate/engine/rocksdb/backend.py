@@ -82,8 +82,10 @@ class RocksDBBackend(Backend):
         self._db: rocksdict.Rdict | None = None
         self._cache: BlockCacheLease | None = None  # held while the database is open
         self._sst_set_due = False  # the open replayed logs: write the SST set before the first write
-        # A hash memtable until the store's first scan (options.py, `_before_scan`).
-        self._point_memtable = ctx.settings.rocksdb_memtable == "auto"
+        # A hash memtable until the store's first scan (options.py, `_before_scan`), where commits go between
+        # flushes: with a flush at every commit the memtable holds one batch, and the commit's flush would
+        # sort it.
+        self._point_memtable = ctx.settings.rocksdb_memtable == "auto" and ctx.settings.rocksdb_flush_every > 1
         self._open(restored)
         self._base = base
         self._known: dict[bytes, bool] = {}
