@@ -5,6 +5,8 @@ from __future__ import annotations
 import glob
 import os
 
+import pytest
+
 from sparkstate.engine import Store
 
 from ..conftest import apply_writes, contents, kv, make_spec
@@ -18,9 +20,42 @@ def _memtable(local: str) -> str:
         return dict(line.strip().split("=", 1) for line in f if "=" in line)["memtable_factory"]
 
 
-def _store(tmp_path, name: str, **settings) -> tuple[Store, str]:
-    local = str(tmp_path / name / "local")
-    return Store(make_spec("file:" + str(tmp_path / name / "ckpt"), backend="rocksdb", **settings), local), local
+@pytest.fixture
+def open_store(tmp_path):
+    """Opens stores (each in its own directory; the same name, the same checkpoint) and closes them after
+    the test: open_store(name, **settings) -> (store, its local directory)."""
+    stores: list[Store] = []
+
+    def _open(name: str, **settings) -> tuple[Store, str]:
+        local = str(tmp_path / name / "local" / str(len(stores)))
+        store = Store(make_spec("file:" + str(tmp_path / name / "ckpt"), backend="rocksdb", **settings), local)
+        stores.append(store)
+        return store, local
+
+    yield _open
+    for store in stores:
+        store.close()
+
+
+def _written(store: Store, versions: int) -> dict[bytes, bytes]:
+    """Versions 1..`versions` committed from an empty store; returns the contents."""
+    store.load(0)
+    live: dict[bytes, bytes] = {}
+    _write_versions(store, live, 1, versions)
+    return live
+
+
+def _apply(store: Store, live: dict[bytes, bytes], writes: list[tuple[bytes, bytes | None]]) -> None:
+    """Uncommitted writes, to the store and to the expected contents."""
+    store.apply_batch(writes)
+    apply_writes(live, writes)
+
+
+def _write_one_key_often(store: Store, live: dict[bytes, bytes]) -> None:
+    """One key written more often than a bucket's list holds (RocksDB turns it into a skip list at 256)."""
+    for n in range(300):
+        store.apply_batch([kv(42, b"n%d" % n)])
+    apply_writes(live, [kv(42, b"n299")])
 
 
 def _write_versions(store: Store, live: dict[bytes, bytes], first: int, last: int) -> None:
@@ -28,100 +63,64 @@ def _write_versions(store: Store, live: dict[bytes, bytes], first: int, last: in
     removing keys."""
     for v in range(first, last + 1):
         writes = [kv(i, b"v%d" % v) for i in range(v * 300, v * 300 + 2000)] + [(kv(v * 7)[0], None)]
-        store.apply_batch(writes)
-        apply_writes(live, writes)
+        _apply(store, live, writes)
         store.commit()
         store.load(v)
 
 
-def test_a_store_that_only_gets_and_puts_keeps_a_hash_memtable(tmp_path):
-    store, local = _store(tmp_path, "auto")
-    try:
-        store.load(0)
-        live: dict[bytes, bytes] = {}
-        _write_versions(store, live, 1, 4)
-        for n in range(300):  # one key written more often than a bucket's list holds (RocksDB: 256)
-            store.apply_batch([kv(42, b"n%d" % n)])
-        apply_writes(live, [kv(42, b"n299")])
-        assert all(store.get(k) == v for k, v in live.items())
-        assert "HashLinkList" in _memtable(local)
-    finally:
-        store.close()
+def test_a_store_that_only_gets_and_puts_keeps_a_hash_memtable(open_store):
+    store, local = open_store("auto")
+    live = _written(store, 4)
+    _write_one_key_often(store, live)
+    assert all(store.get(k) == v for k, v in live.items())
+    assert "HashLinkList" in _memtable(local)
 
 
-def test_the_first_scan_reopens_the_store_with_a_skip_list_and_sees_every_write(tmp_path):
-    store, local = _store(tmp_path, "auto")
-    try:
-        store.load(0)
-        live: dict[bytes, bytes] = {}
-        _write_versions(store, live, 1, 3)
-        uncommitted = [kv(i, b"new") for i in range(5000, 5300)] + [(kv(301)[0], None)]
-        for n in range(300):
-            store.apply_batch([kv(42, b"n%d" % n)])
-        apply_writes(live, [kv(42, b"n299")])
-        store.apply_batch(uncommitted)
-        apply_writes(live, uncommitted)
-        assert "HashLinkList" in _memtable(local)
-        assert contents(store) == live  # in key order, across the hash memtable's buckets
-        assert _memtable(local) == "SkipListFactory"
-        prefix = kv(5)[0][:2]  # one key group
-        assert contents(store, prefix) == {k: v for k, v in live.items() if k.startswith(prefix)}
-        store.apply_batch([kv(7000, b"after")])
-        apply_writes(live, [kv(7000, b"after")])
-        store.commit()
-        store.load(4)
-        _write_versions(store, live, 5, 6)
-        assert _memtable(local) == "SkipListFactory"  # for as long as the store is open
-        assert contents(store) == live
-    finally:
-        store.close()
-    reader, _ = _store(tmp_path, "auto")
-    try:
-        reader.load(6)
-        assert contents(reader) == live
-    finally:
-        reader.close()
+def test_the_first_scan_reopens_the_store_with_a_skip_list_and_sees_every_write(open_store):
+    store, local = open_store("auto")
+    live = _written(store, 3)
+    _write_one_key_often(store, live)
+    _apply(store, live, [kv(i, b"new") for i in range(5000, 5300)] + [(kv(301)[0], None)])
+    assert "HashLinkList" in _memtable(local)
+    assert contents(store) == live  # in key order, across the hash memtable's buckets
+    assert _memtable(local) == "SkipListFactory"
+    prefix = kv(5)[0][:2]  # one key group
+    assert contents(store, prefix) == {k: v for k, v in live.items() if k.startswith(prefix)}
+    _apply(store, live, [kv(7000, b"after")])
+    store.commit()
+    store.load(4)
+    _write_versions(store, live, 5, 6)
+    assert _memtable(local) == "SkipListFactory"  # for as long as the store is open
+    assert contents(store) == live
+    store.close()
+    reader, _ = open_store("auto")
+    reader.load(6)
+    assert contents(reader) == live
 
 
-def test_a_walk_switches_the_memtable_like_a_cursor(tmp_path):
-    store, local = _store(tmp_path, "auto")
-    try:
-        store.load(0)
-        live: dict[bytes, bytes] = {}
-        _write_versions(store, live, 1, 2)
-        store.apply_batch([kv(9000, b"new")])
-        apply_writes(live, [kv(9000, b"new")])
-        backend = store._backend  # type: ignore[attr-defined]
-        rows, position = backend.walk(None, 1000)
-        while position is not None:
-            more, position = backend.walk(position, 1000)
-            rows += more
-        assert rows == sorted(live.items())
-        assert _memtable(local) == "SkipListFactory"
-    finally:
-        store.close()
+def test_a_walk_switches_the_memtable_like_a_cursor(open_store):
+    store, local = open_store("auto")
+    live = _written(store, 2)
+    _apply(store, live, [kv(9000, b"new")])
+    backend = store._backend  # type: ignore[attr-defined]
+    rows, position = backend.walk(None, 1000)
+    while position is not None:
+        more, position = backend.walk(position, 1000)
+        rows += more
+    assert rows == sorted(live.items())
+    assert _memtable(local) == "SkipListFactory"
 
 
-def test_the_skiplist_setting_keeps_a_skip_list_from_the_start(tmp_path):
-    store, local = _store(tmp_path, "skiplist", rocksdb_memtable="skiplist")
-    try:
-        store.load(0)
-        live: dict[bytes, bytes] = {}
-        _write_versions(store, live, 1, 2)
-        assert _memtable(local) == "SkipListFactory"
-        assert contents(store) == live
-    finally:
-        store.close()
+def test_the_skiplist_setting_keeps_a_skip_list_from_the_start(open_store):
+    store, local = open_store("skiplist", rocksdb_memtable="skiplist")
+    live = _written(store, 2)
+    assert _memtable(local) == "SkipListFactory"
+    assert contents(store) == live
 
 
-def test_a_flush_at_every_commit_keeps_a_skip_list(tmp_path):
+def test_a_flush_at_every_commit_keeps_a_skip_list(open_store):
     """The memtable then holds one batch, which the commit's flush would have to sort."""
-    store, local = _store(tmp_path, "fe1", rocksdb_flush_every=1)
-    try:
-        store.load(0)
-        live: dict[bytes, bytes] = {}
-        _write_versions(store, live, 1, 2)
-        assert _memtable(local) == "SkipListFactory"
-        assert all(store.get(k) == v for k, v in live.items())
-    finally:
-        store.close()
+    store, local = open_store("fe1", rocksdb_flush_every=1)
+    live = _written(store, 2)
+    assert _memtable(local) == "SkipListFactory"
+    assert all(store.get(k) == v for k, v in live.items())
