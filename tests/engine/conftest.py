@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import dataclasses
+import glob
+import os
 
 import pytest
 
@@ -108,3 +110,11 @@ def settle(store: Store, timeout: float = 30.0) -> None:
     wait = getattr(store._backend, "wait_for_background", None)
     if wait is not None:
         assert wait(timeout), "background snapshot did not finish"
+
+
+def live_rocksdb_options(local: str) -> dict[str, str]:
+    """The options RocksDB wrote to the OPTIONS file of the store's live database."""
+    files = sorted(glob.glob(os.path.join(local, "**", "OPTIONS-*"), recursive=True), key=os.path.getmtime)
+    assert files, "no OPTIONS file: the test would prove nothing"
+    with open(files[-1], encoding="utf-8") as f:
+        return dict(line.strip().split("=", 1) for line in f if "=" in line)

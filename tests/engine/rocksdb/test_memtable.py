@@ -2,22 +2,16 @@
 skip list from its first scan on, with every write, committed or not, still there."""
 from __future__ import annotations
 
-import glob
-import os
-
 import pytest
 
 from sparkstate.engine import Store
 
-from ..conftest import apply_writes, contents, kv, make_spec
+from ..conftest import apply_writes, contents, kv, live_rocksdb_options, make_spec
 
 
 def _memtable(local: str) -> str:
-    """The memtable factory in the OPTIONS file RocksDB wrote at the live database's last open."""
-    files = sorted(glob.glob(os.path.join(local, "**", "OPTIONS-*"), recursive=True), key=os.path.getmtime)
-    assert files, "no OPTIONS file: the test would prove nothing"
-    with open(files[-1], encoding="utf-8") as f:
-        return dict(line.strip().split("=", 1) for line in f if "=" in line)["memtable_factory"]
+    """The memtable factory RocksDB recorded at the live database's last open."""
+    return live_rocksdb_options(local)["memtable_factory"]
 
 
 @pytest.fixture

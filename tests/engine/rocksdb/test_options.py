@@ -4,7 +4,7 @@ import os
 from sparkstate.engine import Store
 from sparkstate.engine.rocksdb.options import INFO_LOG_FILES, MAX_INFO_LOG_BYTES
 
-from ..conftest import kv, make_spec
+from ..conftest import kv, live_rocksdb_options, make_spec
 
 
 def test_the_info_log_and_the_checkpoint_manifests_of_a_long_lived_store_stay_bounded(tmp_path):
@@ -35,14 +35,6 @@ def test_the_info_log_and_the_checkpoint_manifests_of_a_long_lived_store_stay_bo
         store.close()
 
 
-def _live_options(local: str) -> dict[str, str]:
-    """The options RocksDB wrote to the OPTIONS file of the store's live database."""
-    files = sorted(glob.glob(os.path.join(local, "**", "OPTIONS-*"), recursive=True), key=os.path.getmtime)
-    assert files, "no OPTIONS file: the test would prove nothing"
-    with open(files[-1], encoding="utf-8") as f:
-        return dict(line.strip().split("=", 1) for line in f if "=" in line)
-
-
 def _options_after_one_commit(root, settings: dict) -> dict[str, str]:
     """The live database's OPTIONS after a store with `settings` under `root` committed one write."""
     local = str(root / "local")
@@ -51,7 +43,7 @@ def _options_after_one_commit(root, settings: dict) -> dict[str, str]:
         store.load(0)
         store.apply_batch([kv(1)])
         store.commit()
-        return _live_options(local)
+        return live_rocksdb_options(local)
     finally:
         store.close()
 
@@ -80,7 +72,7 @@ def test_mapped_reads_reach_rocksdb_and_the_mapped_files_count_as_memory(tmp_pat
             store.commit()
             store.load(1)
             assert all(store.get(kv(i)[0]) == kv(i, b"v" * 100)[1] for i in range(0, 20_000, 97))
-            assert _live_options(local)["allow_mmap_reads"] == ("true" if name == "mapped" else "false")
+            assert live_rocksdb_options(local)["allow_mmap_reads"] == ("true" if name == "mapped" else "false")
         sst = {name: s._backend._live().property_int_value("rocksdb.live-sst-files-size")  # type: ignore[attr-defined]
                for name, s in stores.items()}
         assert sst["mapped"] > 2 << 20  # more than the 1 MiB block cache the test stores have
