@@ -114,7 +114,9 @@ def settle(store: Store, timeout: float = 30.0) -> None:
 
 def live_rocksdb_options(local: str) -> dict[str, str]:
     """The options RocksDB wrote to the OPTIONS file of the store's live database."""
-    files = sorted(glob.glob(os.path.join(local, "**", "OPTIONS-*"), recursive=True), key=os.path.getmtime)
+    # The newest: a database writes a numbered OPTIONS file at each open and each change of its options.
+    files = sorted(glob.glob(os.path.join(local, "**", "OPTIONS-*"), recursive=True),
+                   key=lambda f: (os.path.getmtime(f), f))
     assert files, "no OPTIONS file: the test would prove nothing"
     with open(files[-1], encoding="utf-8") as f:
         return dict(line.strip().split("=", 1) for line in f if "=" in line)

@@ -22,6 +22,14 @@ several change logs (a restart, a lost executor, a rewind) writes the opened ver
 before its first write, so that its next open does not replay the same writes again; a reader that never
 writes (inspect, a rescale's source, Spark's read stores) uploads nothing.
 
+Compactions after an open: a database opened from committed files leaves its compactions to Spark's
+maintenance (`_resume_compactions`). A restored version can hold enough level-0 bytes, with a replay's file
+on top, for RocksDB to merge at once a level the size of the state: after a restart or an executor loss
+that merge would compete with the new JVM's planning and code generation for the cores, in the first
+batches, whose tasks commit one after another. The first maintenance after a commit starts them, or a
+commit that finds level 0 at its compaction trigger, where RocksDB would merge by file count anyway; until
+then a get checks the few level-0 files more. A reader never commits, so it never compacts.
+
 Memtable (`rocksdb.memtable`): a store starts on a hash memtable, where a get or put costs less than half
 what it costs in a skip list holding many batches, and moves to a skip list before its first scan
 (`_before_scan`), since every iterator over a hash memtable sorts all of it first. Stores that never scan
@@ -46,7 +54,7 @@ from ..snapshot_runner import BackgroundSnapshotRunner
 from .block_cache import BlockCacheLease
 from .cursor import RocksDBCursor
 from .log_replay import replay_file_options, replay_logs
-from .options import make_options
+from .options import make_options, resume_compactions
 from .restore import RestoredDir, choose_restore
 from .snapshot import (BackgroundSstSet, CommittedFiles, SstSet, SstSnapshotResources, drop_checkpoint,
                        take_checkpoint, take_logged, upload_checkpoint)
@@ -86,6 +94,9 @@ class RocksDBBackend(Backend):
         # flushes: with a flush at every commit the memtable holds one batch, and the commit's flush would
         # sort it.
         self._point_memtable = ctx.settings.rocksdb_memtable == "auto" and ctx.settings.rocksdb_flush_every > 1
+        # Opened from committed files, compactions not started yet (module docstring); commits since the open.
+        self._compactions_held = False
+        self._commits_since_open = 0
         self._open(restored)
         self._base = base
         self._known: dict[bytes, bool] = {}
@@ -102,6 +113,8 @@ class RocksDBBackend(Backend):
         if self._cache is None and mb > 0:
             self._cache = BlockCacheLease(mb)
         db = None
+        self._compactions_held = restored.num_keys > 0 or bool(restored.logs)
+        self._commits_since_open = 0
         try:
             with _disk_errors_named(restored.db_dir, "open"):
                 db = self._open_db(restored.db_dir)
@@ -121,7 +134,8 @@ class RocksDBBackend(Backend):
         """The database in `db_dir` with the store's options, its writes without WAL. The options are given
         for the default column family too: rocksdict would otherwise read the directory's OPTIONS file,
         which holds the memtable the database was last opened with."""
-        options = make_options(self.ctx.settings, self._cache.cache if self._cache else None, self._point_memtable)
+        options = make_options(self.ctx.settings, self._cache.cache if self._cache else None, self._point_memtable,
+                               compactions=not self._compactions_held)
         db = rocksdict.Rdict(db_dir, options, column_families={"default": options})
         wo = rocksdict.WriteOptions()
         wo.disable_wal = True
@@ -334,7 +348,25 @@ class RocksDBBackend(Backend):
         self._drop_changes()  # prepare took the journal: this only restarts the change log
         self.ctx.file_manager.prune_cache(self.ctx.layout.cache_dir, outcome.manifest.remote_names())
         outcome.flush_ms = resources.flush_ms
+        self._commits_since_open += 1
+        if self._compactions_held and self._level0_at_trigger():
+            self._resume_compactions()
         return outcome
+
+    def _level0_at_trigger(self) -> bool:
+        files = self._live().property_int_value("rocksdb.num-files-at-level0") or 0
+        return files >= self.ctx.settings.rocksdb_level0_trigger
+
+    def _resume_compactions(self) -> None:
+        """Start the compactions an open held (module docstring). A failure leaves them held for the next
+        maintenance or commit to try again: the state is whole either way."""
+        try:
+            resume_compactions(self._live())
+        except Exception as e:  # noqa: BLE001 - only the compaction waits
+            log.warning("database %s: automatic compactions not started (%r); maintenance retries",
+                        self.db_dir, e)
+            return
+        self._compactions_held = False
 
     def release_snapshot(self, resources: SnapshotResources) -> None:
         assert isinstance(resources, SstSnapshotResources)
@@ -346,7 +378,10 @@ class RocksDBBackend(Backend):
     def maintenance_snapshot(self) -> None:
         """Between flushes, once the committed version holds half the change logs a flush waits for, and
         while no write follows it: flush, and write its SST set in the background for the next commit to
-        build on (sooner would upload SST files and change logs of the same writes)."""
+        build on (sooner would upload SST files and change logs of the same writes). Starts the compactions
+        an open held, once the store has committed."""
+        if self._compactions_held and self._commits_since_open > 0 and self._db is not None:
+            self._resume_compactions()
         every = self.ctx.settings.rocksdb_flush_every
         if len(self._committed.logs) >= max(1, every // 2):
             self._start_sst_set()

@@ -37,14 +37,19 @@ WRITE_BUFFER_BYTES_PER_BUCKET = 256
 
 
 def make_options(settings: Settings, block_cache: rocksdict.Cache | None,
-                 point_memtable: bool = False) -> rocksdict.Options:
+                 point_memtable: bool = False, compactions: bool = True) -> rocksdict.Options:
     """Options for a database of a store; `block_cache` None turns RocksDB's block cache off.
 
     `point_memtable`: a hash memtable, for a store that will not scan. A get or put finds its key's bucket
     by hashing the whole key (the no-op prefix extractor) instead of descending a skip list of every entry
-    of many batches; an iterator must then ask for total order, and creating one sorts the memtable."""
+    of many batches; an iterator must then ask for total order, and creating one sorts the memtable.
+
+    `compactions` False: no automatic compaction until `resume_compactions`. Level-0 files then never slow
+    or stop writes either (RocksDB's write stalls wait for compactions, so it applies them only while
+    automatic compactions run)."""
     opt = rocksdict.Options(raw_mode=True)
     opt.create_if_missing(True)
+    opt.set_disable_auto_compactions(not compactions)
     opt.set_write_buffer_size(settings.rocksdb_write_buffer_mb << 20)
     if point_memtable:
         opt.set_prefix_extractor(rocksdict.SliceTransform.create_noop())
@@ -77,4 +82,6 @@ def make_options(settings: Settings, block_cache: rocksdict.Cache | None,
     return opt
 
 
-
+def resume_compactions(db: rocksdict.Rdict) -> None:
+    """Start automatic compactions of a database opened with `compactions=False`."""
+    db.set_options({"disable_auto_compactions": "false"})
