@@ -274,9 +274,7 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "hash memtable sorts all of it first. skiplist: the skip list from the start. The hash "
                 "memtable holds fewer entries in rocksdb.writeBufferSizeMB, so it flushes more often. On the "
                 "aggregation benchmark (30 batches, no scan) auto gives 1.16x the throughput of skiplist, "
-                "the same bytes and 1.10x the state memory (docs/benchmarks/aggregation.md). At 10M keys its "
-                "extra level-0 files made the first batch after a restart about 2 s longer "
-                "(docs/benchmarks/recovery.md): a query whose recovery time matters more can set skiplist.",
+                "the same bytes and 1.10x the state memory (docs/benchmarks/aggregation.md).",
                 "auto, skiplist"),
     Declaration("rocksdb.changeLog", "rocksdb_change_log", False, _bool,
                 "RocksDB backend: keep each commit's writes in a change log file beside its SSTs (an Arrow "
