@@ -43,6 +43,9 @@ BASE_CONF = {
     "spark.sql.streaming.minBatchesToRetain": "10",
     "spark.driver.memory": "1g",
     "spark.sql.adaptive.enabled": "false",
+    # Spark's default, stated: a module that asks for format v2 would otherwise leave it to the sessions
+    # after it in the same process, where Spark's HDFS provider refuses it.
+    "spark.sql.streaming.stateStore.checkpointFormatVersion": "1",
 }
 
 
