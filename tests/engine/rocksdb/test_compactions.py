@@ -6,11 +6,9 @@ from __future__ import annotations
 import os
 import time
 
-import pytest
-
 from sparkstate.engine import Store
 
-from ..conftest import contents, kv, live_rocksdb_options, make_spec
+from ..conftest import contents, kv, live_rocksdb_options
 
 VERSIONS = 4
 # The writer flushes each version into a level-0 file of its own and never merges them.
@@ -21,22 +19,6 @@ BY_SIZE = dict(backend="rocksdb", rocksdb_flush_every=1, rocksdb_level0_trigger=
 # Reopened, their count reaches the trigger.
 BY_COUNT = dict(backend="rocksdb", rocksdb_flush_every=1, rocksdb_level0_trigger=VERSIONS, rocksdb_level_base_mb=256)
 SETTLE_S = 0.5  # a merge of these few MiB, had one started, would be over
-
-
-@pytest.fixture
-def open_store(tmp_path):
-    """open_store(**settings) -> (store, its local directory), on one checkpoint; closed after the test."""
-    stores: list[Store] = []
-
-    def _open(**settings) -> tuple[Store, str]:
-        local = str(tmp_path / "local" / str(len(stores)))
-        store = Store(make_spec("file:" + str(tmp_path / "ckpt"), f"inst-{len(stores)}", **settings), local)
-        stores.append(store)
-        return store, local
-
-    yield _open
-    for store in stores:
-        store.close()
 
 
 def _auto_compactions(local: str) -> bool:

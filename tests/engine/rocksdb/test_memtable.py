@@ -2,33 +2,14 @@
 skip list from its first scan on, with every write, committed or not, still there."""
 from __future__ import annotations
 
-import pytest
-
 from sparkstate.engine import Store
 
-from ..conftest import apply_writes, contents, kv, live_rocksdb_options, make_spec
+from ..conftest import apply_writes, contents, kv, live_rocksdb_options
 
 
 def _memtable(local: str) -> str:
     """The memtable factory RocksDB recorded at the live database's last open."""
     return live_rocksdb_options(local)["memtable_factory"]
-
-
-@pytest.fixture
-def open_store(tmp_path):
-    """Opens stores (each in its own directory; the same name, the same checkpoint) and closes them after
-    the test: open_store(name, **settings) -> (store, its local directory)."""
-    stores: list[Store] = []
-
-    def _open(name: str, **settings) -> tuple[Store, str]:
-        local = str(tmp_path / name / "local" / str(len(stores)))
-        store = Store(make_spec("file:" + str(tmp_path / name / "ckpt"), backend="rocksdb", **settings), local)
-        stores.append(store)
-        return store, local
-
-    yield _open
-    for store in stores:
-        store.close()
 
 
 def _written(store: Store, versions: int) -> dict[bytes, bytes]:

@@ -94,9 +94,9 @@ class RocksDBBackend(Backend):
         # flushes: with a flush at every commit the memtable holds one batch, and the commit's flush would
         # sort it.
         self._point_memtable = ctx.settings.rocksdb_memtable == "auto" and ctx.settings.rocksdb_flush_every > 1
-        # Opened from committed files, compactions not started yet (module docstring); commits since the open.
+        # Opened from committed files, compactions not started yet (module docstring); a commit since the open.
         self._compactions_held = False
-        self._commits_since_open = 0
+        self._committed_since_open = False
         self._open(restored)
         self._base = base
         self._known: dict[bytes, bool] = {}
@@ -114,7 +114,7 @@ class RocksDBBackend(Backend):
             self._cache = BlockCacheLease(mb)
         db = None
         self._compactions_held = restored.num_keys > 0 or bool(restored.logs)
-        self._commits_since_open = 0
+        self._committed_since_open = False
         try:
             with _disk_errors_named(restored.db_dir, "open"):
                 db = self._open_db(restored.db_dir)
@@ -348,7 +348,7 @@ class RocksDBBackend(Backend):
         self._drop_changes()  # prepare took the journal: this only restarts the change log
         self.ctx.file_manager.prune_cache(self.ctx.layout.cache_dir, outcome.manifest.remote_names())
         outcome.flush_ms = resources.flush_ms
-        self._commits_since_open += 1
+        self._committed_since_open = True
         if self._compactions_held and self._level0_at_trigger():
             self._resume_compactions()
         return outcome
@@ -380,7 +380,7 @@ class RocksDBBackend(Backend):
         while no write follows it: flush, and write its SST set in the background for the next commit to
         build on (sooner would upload SST files and change logs of the same writes). Starts the compactions
         an open held, once the store has committed."""
-        if self._compactions_held and self._commits_since_open > 0 and self._db is not None:
+        if self._compactions_held and self._committed_since_open and self._db is not None:
             self._resume_compactions()
         every = self.ctx.settings.rocksdb_flush_every
         if len(self._committed.logs) >= max(1, every // 2):
