@@ -10,8 +10,10 @@ Kinds of a sparkstate store (`<store>/sparkstate/`):
   output); `sst compaction`: the ones on a lower level (a compaction's output). The level is read from
   the version's own RocksDB MANIFEST: the version's database is assembled from the checkpoint's files in
   a scratch directory and opened read-only.
-- `change log`: the version's `delta-<v>.arrow`; `manifest`: `manifests/<v>.manifest` (with RocksDB's
-  small files embedded); `unreferenced`: files under `files/` no manifest names.
+- `change log`: the version's `delta-<v>.arrow`; `private files`: the pack of RocksDB's small files of an
+  SST set; `manifest`: `manifests/<v>.manifest`; `unreferenced`: files under `files/` no manifest names.
+A file counts for the first version whose manifest names it (an SST set written in maintenance is named
+by the commit after the version it was written for).
 Kinds of Spark's RocksDB provider: `changelog`, `zip` (a snapshot's metadata and small files), `sst`,
 `crc` (Hadoop's checksum siblings) and `other` (`_metadata`, schema files). Per batch means the kind's
 bytes over the batches committed (the highest version of a store); "retained" counts the files the last
@@ -30,9 +32,10 @@ from dataclasses import dataclass, field
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "provider"))
 
-from sparkstate.checkpoint.manifest import Manifest  # noqa: E402
+from sparkstate.checkpoint.manifest import Manifest, remote_version  # noqa: E402
 from sparkstate.checkpoint.file_manager import parse_manifest_name  # noqa: E402
 from sparkstate.engine import arrow_files as hf  # noqa: E402
+from sparkstate.engine.rocksdb.private_files import BUNDLE_NAME, unpack_bundle  # noqa: E402
 
 
 @dataclass
@@ -78,10 +81,14 @@ def sst_levels(manifest: Manifest, files_dir: str, scratch: str) -> dict[str, in
         for ref in manifest.shared_files:
             if ref.local.endswith(".sst"):
                 os.link(os.path.join(files_dir, ref.remote), os.path.join(db_dir, ref.local))
+            elif ref.local == BUNDLE_NAME:
+                unpack_bundle(os.path.join(files_dir, ref.remote), db_dir, ref.remote)
         for pf in manifest.private_files:
-            if not pf.name.endswith(".log") and not pf.name.startswith("LOG"):
-                with open(os.path.join(db_dir, pf.name), "wb") as f:
-                    f.write(pf.data)
+            with open(os.path.join(db_dir, pf.name), "wb") as f:
+                f.write(pf.data)
+        for name in os.listdir(db_dir):
+            if name.endswith(".log") or name.startswith("LOG"):
+                os.remove(os.path.join(db_dir, name))
         try:
             db = rocksdict.Rdict(db_dir, rocksdict.Options(raw_mode=True),
                                  access_type=rocksdict.AccessType.read_only())
@@ -113,9 +120,11 @@ def tally_sparkstate_store(root: str, tally: Tally, retain: int, scratch: str) -
             manifests[parsed[0]] = Manifest.from_bytes(raw, path)
     referenced: set[str] = set()
     sizes = {name: os.path.getsize(os.path.join(files_dir, name)) for name in os.listdir(files_dir)}
+    first = min(manifests, default=0) - 1  # an SST set of the version before the first is the first's
     for v in sorted(manifests):
         m = manifests[v]
-        fresh = [ref for ref in m.shared_files if ref.remote.startswith(f"{v}-") and ref.remote not in referenced]
+        fresh = [ref for ref in m.shared_files
+                 if ref.remote not in referenced and (remote_version(ref.remote) or 0) >= first]
         levels = sst_levels(m, files_dir, scratch) if any(r.local.endswith(".sst") for r in fresh) else {}
         for ref in fresh:
             if hf.parse_local_name(ref.local) is not None:
@@ -123,6 +132,8 @@ def tally_sparkstate_store(root: str, tally: Tally, retain: int, scratch: str) -
             elif ref.local.endswith(".sst"):
                 level = levels.get(ref.local)
                 kind = "sst ?" if level is None else ("sst flush" if level == 0 else "sst compaction")
+            elif ref.local == BUNDLE_NAME:
+                kind = "private files"
             else:
                 kind = "other"
             tally.add(kind, sizes.get(ref.remote, ref.size), v)

@@ -7,7 +7,7 @@ import sys
 
 from sparkstate.engine import Store
 
-from ..engine.conftest import kv, make_spec
+from ..engine.conftest import kv, make_spec, settle
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python", "bench"))
 import rocksdb_checkpoint_files as rcf  # noqa: E402
@@ -33,6 +33,7 @@ def test_every_flushed_commit_uploads_one_level_0_file_and_compactions_show_apar
     flavour, t = rcf.tally_checkpoint(_write(tmp_path, 8, rocksdb_level0_trigger=4, rocksdb_flush_every=1), retain=100)
     assert flavour == "sparkstate" and t.versions == 8 and t.stores == 1
     assert t.files["sst flush"] == 8 and t.files["manifest"] == 8
+    assert "private files" not in t.bytes  # a store that flushes at every commit embeds them
     assert t.files["sst compaction"] >= 1  # four level-0 files trigger a compaction, uploaded at a later commit
     assert "sst ?" not in t.bytes and "change log" not in t.bytes
     assert t.retained == sum(t.bytes.values())
@@ -81,3 +82,23 @@ def test_spark_files_count_for_the_version_that_wrote_them_and_through_cuts_late
     cut = t.through(3)
     assert cut.versions == 3 and cut.bytes["changelog"] == 30 and cut.bytes["sst"] == 100
     assert cut.files["zip"] == 1
+
+
+def test_an_sst_set_written_in_maintenance_counts_for_the_commit_that_names_it(tmp_path):
+    checkpoint = tmp_path / "query"
+    store = Store(make_spec("file:" + str(checkpoint / "state" / "0" / "1"), backend="rocksdb",
+                            rocksdb_flush_every=4), str(tmp_path / "local"))
+    try:
+        store.load(0)
+        for v in range(1, 5):
+            store.apply_batch([kv(i, b"v%d" % v) for i in range(v * 100, v * 100 + 500)])
+            store.commit()
+            store.load(v)
+            if v == 3:
+                store.maintenance_snapshot()  # the SST set of 3, named first by 4
+                settle(store)
+    finally:
+        store.close()
+    _, t = rcf.tally_checkpoint(str(checkpoint), retain=100)
+    assert "sst flush" in t.per_version[4] and "private files" in t.per_version[4]
+    assert t.files["private files"] == 2 and "unreferenced" not in t.bytes

@@ -28,7 +28,7 @@ def _uncompressed(raw: bytes, fmt: int) -> bytes:
 def test_round_trip():
     m = sample()
     raw = m.to_bytes()
-    assert raw.startswith(b"SPARKSTATE-MANIFEST v3 crc32=") and _body(raw)["formatVersion"] == 3
+    assert raw.startswith(b"SPARKSTATE-MANIFEST v4 crc32=") and _body(raw)["formatVersion"] == 4
     assert Manifest.from_bytes(raw, "x") == m
     assert m.total_bytes == 1234 + 16
 
@@ -54,6 +54,15 @@ def test_manifests_of_the_uncompressed_formats_are_read(fmt, stamped):
     assert Manifest.from_bytes(old, "x") == m
 
 
+def test_manifests_of_format_v3_are_read():
+    """v3 is v4's encoding; a v4 writer may name a RocksDB version's private files as a shared file."""
+    m = sample()
+    doc = json.dumps({**_body(m.to_bytes()), "formatVersion": 3}, sort_keys=True, separators=(",", ":")).encode()
+    body = zlib.compress(doc)
+    v3 = b"SPARKSTATE-MANIFEST v3 crc32=%08x len=%d\n" % (zlib.crc32(body), len(body)) + body
+    assert Manifest.from_bytes(v3, "x") == m
+
+
 def test_a_body_that_passes_its_crc_but_does_not_decompress_is_refused():
     doc = b'{"version":7}'
     raw = b"SPARKSTATE-MANIFEST v3 crc32=%08x len=%d\n" % (zlib.crc32(doc), len(doc)) + doc
@@ -66,7 +75,7 @@ def test_a_body_that_passes_its_crc_but_does_not_decompress_is_refused():
     lambda r: r[:20],                                        # truncated header
     lambda r: b"",                                           # empty
     lambda r: r[:-3] + bytes([r[-3] ^ 1]) + r[-2:],          # flipped bit in the body
-    lambda r: r.replace(b" v3 ", b" v9 ", 1),                # unknown format version
+    lambda r: r.replace(b" v4 ", b" v9 ", 1),                # unknown format version
     lambda r: b"garbage\n" + r,                              # wrong magic
 ])
 def test_corruption_is_detected_and_names_the_file(mutate):

@@ -1,16 +1,19 @@
 """The per-version manifest: which files make up one committed version of a store.
 
-Format v3 (one header line, then the body):
+Format v4 (one header line, then the body):
 
-    byte 0..   b"SPARKSTATE-MANIFEST v3 crc32=<8 lowercase hex> len=<decimal>\\n"
+    byte 0..   b"SPARKSTATE-MANIFEST v4 crc32=<8 lowercase hex> len=<decimal>\\n"
     then       <len> bytes of body: compact JSON (sorted keys), UTF-8, zlib-compressed
 
 The crc32 (zlib) and the length cover the stored body exactly, so a truncated or altered file is detected
 before it is parsed; a later format bumps the version and readers refuse versions they do not know.
 Formats v1 and v2 store the same JSON uncompressed; v2 marks a version with idle-state stamps, which v3
-marks in the body (`ttlStamps`) alone. Compression halves a manifest (about 2.3 to 1.2 KB for a RocksDB
-version, whose embedded files are most of it): a manifest is written at every commit of every store, so on
-small batches it is a tenth or more of what a checkpoint writes.
+and v4 mark in the body (`ttlStamps`) alone. v4 is v3 where a RocksDB version's private files may be a
+shared file (`private-files.tar.gz`, engine/rocksdb/private_files.py) instead of embedded: a v3 reader
+would restore such a version without them, so it must refuse it. A manifest is written at every commit of
+every store, so on small batches it is a tenth or more of what a checkpoint writes: compression halves
+it, and naming the private files' pack instead of embedding them halves it again (about 1,150 to 550
+bytes for a RocksDB version between flushes).
 
 Body fields:
 
@@ -21,12 +24,13 @@ Body fields:
     writerInstanceId  instance id of the provider that wrote it (diagnostics; lineage tracking)
     queryRunId        run id of the query that wrote it
     createdMs         wall-clock milliseconds at commit
-    sharedFiles       [{"remote", "local", "size", "crc32"}]: immutable files (SSTs) stored under
-                      `files/<remote>`, possibly shared with other versions; `local` is the file name
-                      the database expects
-    privateFiles      [{"name", "size", "crc32", "data"}]: small per-version database files (MANIFEST-*,
-                      CURRENT, *.log, rocksdict-config.json) embedded as base64 (a restore writes
-                      every one it finds, OPTIONS-* included; the backend does not embed that one)
+    sharedFiles       [{"remote", "local", "size", "crc32"}]: immutable files (SSTs, the pack of an SST
+                      set's private files) stored under `files/<remote>`, possibly shared with other
+                      versions; `local` is the file name the database expects
+    privateFiles      [{"name", "size", "crc32", "data"}]: small database files (MANIFEST-*, CURRENT,
+                      *.log, rocksdict-config.json) embedded as base64 (a restore writes every one it
+                      finds, OPTIONS-* included); v4 writers pack them into a shared file unless the
+                      store flushes at every commit
     store             optional {"queryKey", "operatorId", "partitionId", "storeName"}: the store the
                       version belongs to; a load of another store refuses it
     adoptableFrom     optional int a: a commit after this version v may name a file that no manifest lists
@@ -49,8 +53,8 @@ Body fields:
                       with the 8-byte big-endian batch time of its last write (engine/ttl.py); absent: none
     batchTimeMs       optional (with ttlStamps): the batch time the version's writes were stamped with
 
-Embedding the private files keeps a version to one small object write plus its new SSTs, and makes the
-manifest the single thing that must be written last.
+A version is one small object write plus its new files (an SST set's, or a change log), and the manifest
+is the single thing that must be written last.
 """
 from __future__ import annotations
 
@@ -66,8 +70,9 @@ MAGIC = b"SPARKSTATE-MANIFEST"
 PLAIN_FORMAT_VERSION = 1    # uncompressed JSON, values as Spark gave them (read only)
 STAMPED_FORMAT_VERSION = 2  # uncompressed JSON, values with idle-state stamps: a reader that knows only v1
                             # refuses it rather than read stamps as the values' first bytes (read only)
-FORMAT_VERSION = 3          # zlib-compressed JSON; `ttlStamps` says whether values carry stamps
-READABLE_FORMATS = (PLAIN_FORMAT_VERSION, STAMPED_FORMAT_VERSION, FORMAT_VERSION)
+COMPRESSED_FORMAT_VERSION = 3  # zlib-compressed JSON; `ttlStamps` says whether values carry stamps (read only)
+FORMAT_VERSION = 4          # v3 whose RocksDB private files may be a shared file: a v3 reader refuses it
+READABLE_FORMATS = (PLAIN_FORMAT_VERSION, STAMPED_FORMAT_VERSION, COMPRESSED_FORMAT_VERSION, FORMAT_VERSION)
 _COMPRESSION_LEVEL = 9      # a few KB: the best ratio costs well under a millisecond
 
 
@@ -203,7 +208,7 @@ class Manifest:
         """Parse a manifest; `source` (its path) is named in every error."""
         fmt, body = check_header(raw, source)
         try:
-            if fmt == FORMAT_VERSION:
+            if fmt >= COMPRESSED_FORMAT_VERSION:
                 body = zlib.decompress(body)
             doc = json.loads(body.decode("utf-8"))
             shared = tuple(SharedFileRef(str(f["remote"]), str(f["local"]), int(f["size"]), int(f["crc32"]))

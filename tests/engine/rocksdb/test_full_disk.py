@@ -82,7 +82,7 @@ def test_a_full_disk_while_restoring_names_the_database_directory(tmp_path, monk
     half-written directory behind."""
     import builtins
 
-    from sparkstate.engine.rocksdb import restore
+    from sparkstate.engine.rocksdb import private_files
 
     spec = make_spec("file:" + str(tmp_path / "ckpt" / "state" / "0" / "0"), backend="rocksdb")
     commit_keys(spec, str(tmp_path / "local"), 100)
@@ -92,7 +92,7 @@ def test_a_full_disk_while_restoring_names_the_database_directory(tmp_path, monk
             raise OSError(28, os.strerror(28))
         return builtins.open(path, mode, *args, **kwargs)
 
-    monkeypatch.setattr(restore, "open", full_disk_open, raising=False)
+    monkeypatch.setattr(private_files, "open", full_disk_open, raising=False)  # unpacking the private files
     fresh = Store(spec, str(tmp_path / "local-2"))
     try:
         with pytest.raises(LocalDiskError) as err:

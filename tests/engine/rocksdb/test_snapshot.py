@@ -1,22 +1,29 @@
 """What a flushed RocksDB version keeps (engine/rocksdb/snapshot.py): SST files shared, RocksDB's small
-per-version files embedded in the manifest, the OPTIONS file not at all."""
+per-version files packed into one shared file (private_files.py), the OPTIONS file not at all."""
 from __future__ import annotations
 
 import glob
+import io
 import os
+import tarfile
 
 from sparkstate.engine import Store
+from sparkstate.engine.rocksdb.private_files import BUNDLE_NAME
 
 from ..conftest import commit_keys, contents, kv, make_spec
 
 
 def test_a_version_keeps_no_options_file_and_opens_with_the_store_s_options(tmp_path):
     spec = make_spec("file:" + str(tmp_path / "ckpt" / "state" / "0" / "1"), backend="rocksdb")
-    manifest = commit_keys(spec, str(tmp_path / "local-1"), 200).file_manager.read_manifest(1)
-    names = [p.name for p in manifest.private_files]
+    fm = commit_keys(spec, str(tmp_path / "local-1"), 200).file_manager
+    manifest = fm.read_manifest(1)
+    assert manifest.private_files == ()
+    [pack] = [ref for ref in manifest.shared_files if ref.local == BUNDLE_NAME]
+    with tarfile.open(fileobj=io.BytesIO(fm.fileio.read_bytes(fm.file_path(pack.remote)))) as tar:
+        names = tar.getnames()
     assert "CURRENT" in names and any(n.startswith("MANIFEST-") for n in names)
     assert not [n for n in names if n.startswith("OPTIONS")], names
-    assert sum(p.size for p in manifest.private_files) < 2048  # the OPTIONS file alone is ~7.5 KB
+    assert pack.size < 2048  # the OPTIONS file alone is ~7.5 KB
 
     fresh = Store(spec, str(tmp_path / "local-2"))
     try:

@@ -12,9 +12,9 @@ import rocksdict
 from ...config import Settings
 
 # RocksDB appends a few hundred bytes to its MANIFEST on every flush/compaction and only rolls it (into a
-# fresh file holding just the live files) past this size. The whole file is embedded in every checkpoint
-# manifest, and retention keeps minBatchesToRetain of those (100 by default): a 1 MiB roll size would let
-# a store's checkpoint hold up to ~130 MiB of manifests whatever its state size. Rolling is cheap.
+# fresh file holding just the live files) past this size. The whole file is in the private files of every
+# SST set a checkpoint writes (private_files.py): a 1 MiB roll size would let every SST set carry up to
+# 1 MiB of it whatever its state size. Rolling is cheap.
 MAX_ROCKSDB_MANIFEST_BYTES = 32 << 10
 # RocksDB's info LOG gains a few KB per commit (flush and checkpoint lines) for as long as the store is
 # open; rolled at this size and keeping INFO_LOG_FILES old files, a store's logs stay under 1 MiB.

@@ -16,6 +16,7 @@ from ...checkpoint import Manifest
 from ...errors import disk_errors_named
 from ..backend_contract import BackendContext
 from .. import arrow_files as hf
+from .private_files import unpack_bundle
 from .snapshot import CommittedFiles
 
 
@@ -47,7 +48,8 @@ class IncrementalRestore:
     """Rebuild a version from its manifest through the verified local cache.
 
     Shared files are downloaded once per instance (verified by size + crc32). SST files are hard-linked
-    into the database directory under their local names; private files are written from the manifest.
+    into the database directory under their local names; the private files are unpacked from their pack
+    (private_files.py), or written from the manifest where formats v1 to v3 embedded them.
     Hard links make a warm restore cost O(number of files), not O(bytes), and RocksDB deleting a
     compacted file only drops its link, never the cached copy. Change logs stay in the cache, for the
     backend to replay once it opened the database.
@@ -67,6 +69,8 @@ class IncrementalRestore:
             with disk_errors_named("write the restored database into", db_dir):
                 for local in files.ssts:
                     _link_or_copy(cached[local], os.path.join(db_dir, local))
+                if files.bundle is not None:
+                    unpack_bundle(cached[files.bundle.local], db_dir, fm.file_path(files.bundle.remote))
                 for pf in m.private_files:
                     with open(os.path.join(db_dir, pf.name), "wb") as f:
                         f.write(pf.data)

@@ -12,8 +12,9 @@ shared files of the manifest; a change log is told apart by its name (`delta-<v>
   committed SST set.
 `upload_checkpoint` (upload): SSTs whose local name is in the current lineage (the files of the version
   this database was restored from or last committed) are referenced again; the others are uploaded under
-  fresh unique names. Private files are embedded in the manifest, which is written last. Only after the
-  manifest is durable do the new files join the local cache (and the lineage: the manifest's files).
+  fresh unique names, and the private files with them, packed into one (private_files.py). The manifest
+  is written last. Only after it is durable do the new files join the local cache (and the lineage: the
+  manifest's files).
   The version's change log (the journal of its writes, backend.py) is finished first and listed too.
 `drop_checkpoint` (release): delete the local checkpoint directory.
 
@@ -29,7 +30,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 import rocksdict
 
@@ -37,6 +38,7 @@ from ...checkpoint import Manifest, PrivateFile, SharedFileRef
 from ...checkpoint.file_manager import new_attempt_id
 from ..backend_contract import BackendContext, SnapshotOutcome, SnapshotResources, publish_commit
 from .. import arrow_files as hf
+from .private_files import BUNDLE_NAME, write_bundle
 
 if TYPE_CHECKING:
     from ..journal import DeltaJournal
@@ -66,25 +68,41 @@ class SstSnapshotResources(SnapshotResources):
 
 @dataclass(frozen=True)
 class CommittedFiles:
-    """What a committed version is made of: its SST set (by local name), the private files of that set,
-    and the change logs of the versions after it as (version, file), oldest first."""
+    """What a committed version is made of: its SST set (by local name), the private files of that set
+    (packed in `bundle`, or embedded in the manifest by formats v1 to v3), and the change logs of the
+    versions after it as (version, file), oldest first."""
     ssts: dict[str, SharedFileRef]
     private: tuple[PrivateFile, ...]
     logs: tuple[tuple[int, SharedFileRef], ...]
+    bundle: SharedFileRef | None = None
 
     @staticmethod
     def of(manifest: Manifest | None) -> "CommittedFiles":
         if manifest is None:
             return CommittedFiles({}, (), ())
+        return CommittedFiles.of_files(manifest.shared_files, manifest.private_files)
+
+    @staticmethod
+    def of_files(refs: Iterable[SharedFileRef], private: tuple[PrivateFile, ...] = ()) -> "CommittedFiles":
+        """The files of a manifest's `sharedFiles` (and `privateFiles`), each by its kind."""
         ssts: dict[str, SharedFileRef] = {}
         logs: list[tuple[int, SharedFileRef]] = []
-        for ref in manifest.shared_files:
+        bundle = None
+        for ref in refs:
             parsed = hf.parse_local_name(ref.local)
             if parsed is not None and parsed[0] == hf.KIND_DELTA:
                 logs.append((parsed[1], ref))
+            elif ref.local == BUNDLE_NAME:
+                bundle = ref
             else:
                 ssts[ref.local] = ref
-        return CommittedFiles(ssts, manifest.private_files, tuple(sorted(logs, key=lambda vr: vr[0])))
+        return CommittedFiles(ssts, private, tuple(sorted(logs, key=lambda vr: vr[0])), bundle)
+
+    @property
+    def set_files(self) -> tuple[SharedFileRef, ...]:
+        """The SST set's remote files: its SSTs by local name, then its private files' pack."""
+        ssts = tuple(sorted(self.ssts.values(), key=lambda r: r.local))
+        return ssts + ((self.bundle,) if self.bundle is not None else ())
 
     @property
     def sst_bytes(self) -> int:
@@ -110,6 +128,27 @@ def take_checkpoint(ctx: BackendContext, db: rocksdict.Rdict, version: int,
     return res
 
 
+def _fresh_files(res: SstSnapshotResources, lineage: dict[str, SharedFileRef],
+                 pack: bool) -> tuple[list[SharedFileRef], list[str]]:
+    """The checkpoint's SST files already uploaded (their refs), and the files to upload (local names): the
+    other SST files and, with `pack`, the pack of its private files, which is new with every checkpoint.
+    A pack pays for itself where versions between flushes name it (`rocksdb.flushEveryVersions` above 1);
+    a store that flushes at every commit embeds its private files in the manifest instead, in the one
+    write it makes anyway."""
+    reused, fresh = _split_by_lineage(res, lineage)
+    if pack and res.private_names:
+        fresh.append(write_bundle(res.ckpt_dir, res.private_names))
+    return reused, fresh
+
+
+def _private_files(res: SstSnapshotResources) -> tuple[PrivateFile, ...]:
+    private = []
+    for name in res.private_names:
+        with open(os.path.join(res.ckpt_dir, name), "rb") as f:
+            private.append(PrivateFile(name, f.read()))
+    return tuple(private)
+
+
 def take_logged(version: int, num_keys: int) -> SstSnapshotResources:
     """A version committed as its change log alone: no flush, no local files."""
     return SstSnapshotResources(version=version, attempt_id=new_attempt_id(), num_keys=num_keys, flushed=False)
@@ -131,19 +170,12 @@ def _split_by_lineage(res: SstSnapshotResources,
     return reused, fresh
 
 
-def _private_files(res: SstSnapshotResources) -> tuple[PrivateFile, ...]:
-    private = []
-    for name in res.private_names:
-        with open(os.path.join(res.ckpt_dir, name), "rb") as f:
-            private.append(PrivateFile(name, f.read()))
-    return tuple(private)
-
-
 def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources, committed: CommittedFiles) -> SnapshotOutcome:
     """The outcome; the new committed files are its manifest's (`committed` itself is not modified)."""
     if not res.flushed:
         return _publish_logged(ctx, res, committed)
-    reused, fresh = _split_by_lineage(res, committed.ssts)
+    pack = ctx.settings.rocksdb_flush_every > 1
+    reused, fresh = _fresh_files(res, committed.ssts, pack)
     fm = ctx.file_manager
     change_log = None
     if res.changes is not None:
@@ -151,7 +183,7 @@ def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources, committed:
         change_log = res.changes.finish()
     uploaded = fm.upload_new_files(res.version, res.attempt_id, res.ckpt_dir, fresh)
     shared = tuple(sorted(reused + uploaded.refs, key=lambda r: r.local))
-    manifest = _publish(ctx, res, shared, _private_files(res), change_log)
+    manifest = _publish(ctx, res, shared, () if pack else _private_files(res), change_log)
     fm.add_to_cache(ctx.layout.cache_dir, res.ckpt_dir, uploaded.refs)
     logged = (1, change_log.size) if change_log is not None else (0, 0)
     outcome = SnapshotOutcome(manifest=manifest, files_uploaded=len(uploaded.refs) + logged[0],
@@ -179,12 +211,12 @@ class BackgroundSstSet:
         return take_checkpoint(self.ctx, self._db, version, self._num_keys)
 
     def upload_snapshot(self, res: SstSnapshotResources) -> SstSet:
-        reused, fresh = _split_by_lineage(res, self._lineage.ssts)
+        reused, fresh = _fresh_files(res, self._lineage.ssts, pack=True)
         fm = self.ctx.file_manager
         uploaded = fm.upload_new_files(res.version, res.attempt_id, res.ckpt_dir, fresh)
         fm.add_to_cache(self.ctx.layout.cache_dir, res.ckpt_dir, uploaded.refs)
-        ssts = {ref.local: ref for ref in reused + uploaded.refs}
-        return SstSet(CommittedFiles(ssts, _private_files(res), ()), len(uploaded.refs), uploaded.bytes_uploaded)
+        files = CommittedFiles.of_files(reused + uploaded.refs)
+        return SstSet(files, len(uploaded.refs), uploaded.bytes_uploaded)
 
     def release_snapshot(self, res: SstSnapshotResources) -> None:
         drop_checkpoint(res)
@@ -198,7 +230,7 @@ def _publish_logged(ctx: BackendContext, res: SstSnapshotResources, committed: C
         res.changes_finished = True
         change_log = res.changes.finish(ctx.layout.cache_dir)  # a rewind replays it from the cache
     logs = tuple(ref for _, ref in committed.logs) + ((change_log,) if change_log is not None else ())
-    shared = tuple(sorted(committed.ssts.values(), key=lambda r: r.local)) + logs
+    shared = committed.set_files + logs
     manifest = _publish(ctx, res, shared, committed.private, change_log)
     return SnapshotOutcome(manifest=manifest, files_uploaded=1 if change_log is not None else 0,
                            files_reused=len(shared) - (1 if change_log is not None else 0),
