@@ -51,6 +51,11 @@ without input rows are left out of the first four:
                     batch 0 to the end of the query, / the batches after batch 0 (watermark workloads end with
                     a batch without input, which still commits); minBatchesToRetain is raised above the
                     batch count so nothing is deleted meanwhile
+    settled         with --settle: the same growth, measured once the state directory has not changed for
+                    two state store maintenance intervals after the query ended (at most five). A provider
+                    may write an image of the state after the last batch, for versions of the run: Spark's
+                    RocksDB provider uploads in maintenance the snapshot a commit created. ckpt/batch leaves
+                    those out, settled counts them
     state memory    memoryUsedBytes summed over the stateful operators, last batch with input; each provider
                     measures its own way (HDFS its JVM maps, RocksDB native memory, ours what the workers report)
     state rows      numRowsTotal summed over the stateful operators, last batch with input: the input and the
@@ -448,7 +453,28 @@ def checkpoint_growth(samples: list[tuple[int, int]], last_batch: int, final_byt
     return (final_bytes - first_bytes) / (last_batch - first_batch)
 
 
-def run_workload(spark: Any, workload: Workload, data_root: str, checkpoint: str) -> dict:
+def settled_size(path: str, quiet_s: float, limit_s: float, poll_s: float = 0.5) -> int:
+    """Bytes under `path` once they have not changed for `quiet_s` (or after `limit_s`, whichever is first)."""
+    start = changed = time.monotonic()
+    last = dir_size(path)
+    while time.monotonic() - changed < quiet_s and time.monotonic() - start < limit_s:
+        time.sleep(poll_s)
+        now = dir_size(path)
+        if now != last:
+            last, changed = now, time.monotonic()
+    return last[0]
+
+
+def maintenance_interval_s(spark: Any) -> float:
+    """The session's state store maintenance interval, in seconds (Spark's default 60 s; a bare number is ms)."""
+    value = spark.conf.get("spark.sql.streaming.stateStore.maintenanceInterval", "60s").strip().lower()
+    for suffix, scale in (("ms", 0.001), ("s", 1.0), ("min", 60.0), ("m", 60.0), ("h", 3600.0)):
+        if value.endswith(suffix):
+            return float(value[:-len(suffix)]) * scale
+    return float(value) / 1000
+
+
+def run_workload(spark: Any, workload: Workload, data_root: str, checkpoint: str, settle: bool = False) -> dict:
     """Drain one workload's input through a fresh query on `spark`; the measurements."""
     state_dir = os.path.join(checkpoint, "state")
     sources = {s: os.path.join(data_root, workload.dataset, s) for s in ("events", "left", "right")}
@@ -469,6 +495,11 @@ def run_workload(spark: Any, workload: Workload, data_root: str, checkpoint: str
         all_batches=len(batches), state_bytes_samples=samples,
         rows_dropped_by_watermark=sum(op.rows_dropped_by_watermark for b in batches for op in b.operators),
     )
+    if settle:
+        interval = maintenance_interval_s(spark)
+        settled = settled_size(state_dir, 2 * interval, 5 * interval)
+        result["ckpt_bytes_per_batch_settled"] = checkpoint_growth(samples, batches[-1].batch_id if batches else 0,
+                                                                   settled)
     return result
 
 
@@ -495,8 +526,8 @@ def run_one(args: argparse.Namespace) -> int:
     try:
         for name in args.workload_list:
             try:
-                result = {**run_workload(spark, WORKLOADS[name], args.data, os.path.join(args.checkpoint, name)),
-                          "status": "ok"}
+                result = {**run_workload(spark, WORKLOADS[name], args.data, os.path.join(args.checkpoint, name),
+                                         args.settle), "status": "ok"}
             except Exception as exc:  # noqa: BLE001 - recorded as this run's failure; the next workload still runs
                 traceback.print_exc()
                 result = {"status": "failed", "error": f"{type(exc).__name__}: {str(exc).strip()[:2000]}"}
@@ -524,7 +555,8 @@ def run_child(provider: str, args: argparse.Namespace, expect_batches: int) -> d
            "--workloads", ",".join(args.workload_list), "--data", os.path.join(args.workdir, "input"),
            "--checkpoint", ckpt, "--result", result_dir, "--expect-batches", str(expect_batches),
            "--master", args.master, "--shuffle-partitions", str(args.shuffle_partitions),
-           "--driver-memory", args.driver_memory] + (["--keep"] if args.keep else [])
+           "--driver-memory", args.driver_memory] + (["--keep"] if args.keep else []) + \
+        (["--settle"] if args.settle else [])
     for pair in args.conf or []:
         cmd += ["--conf", pair]
     print(f"[{provider}] starting; log: {log_path}", flush=True)
@@ -614,15 +646,18 @@ def compute_ratios(results: dict[str, list[dict]]) -> dict[str, dict[str, dict[s
 
 
 def workload_table(rows: list[dict]) -> str:
-    lines = ["| provider | rows/s | batch p50 ms | batch p99 ms | commit p50 ms | ckpt/batch | state memory "
-             "| state rows | status |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    settled = any("ckpt_bytes_per_batch_settled" in r for r in rows)
+    lines = ["| provider | rows/s | batch p50 ms | batch p99 ms | commit p50 ms | ckpt/batch "
+             + ("| settled " if settled else "") + "| state memory | state rows | status |",
+             "|---|---:|---:|---:|---:|---:|" + ("---:|" if settled else "") + "---:|---:|---|"]
     for r in rows:
         rows_total = r.get("state_rows")
         lines.append(
             f"| {r['provider']} | {fmt_rate(r.get('rows_per_s'))} | {fmt_ms(r.get('p50_batch_ms'))} "
             f"| {fmt_ms(r.get('p99_batch_ms'))} | {fmt_ms(r.get('median_commit_ms'))} "
-            f"| {fmt_bytes(r.get('ckpt_bytes_per_batch'))} | {fmt_bytes(r.get('state_memory_bytes'))} "
+            f"| {fmt_bytes(r.get('ckpt_bytes_per_batch'))} "
+            + (f"| {fmt_bytes(r.get('ckpt_bytes_per_batch_settled'))} " if settled else "")
+            + f"| {fmt_bytes(r.get('state_memory_bytes'))} "
             f"| {'-' if rows_total is None else f'{rows_total:,}'} | {r['status']} |")
     return "\n".join(lines)
 
@@ -759,6 +794,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark conf for every run")
     p.add_argument("--workdir", help="input data, checkpoints and logs (default: a new temp dir)")
     p.add_argument("--keep", action="store_true", help="keep each run's checkpoint")
+    p.add_argument("--settle", action="store_true",
+                   help="also measure ckpt/batch once the state directory settles after each query (see above)")
     p.add_argument("--timeout", type=float, default=900,
                    help="seconds per workload and provider before giving up on that provider (default 900)")
     p.add_argument("--out", default="bench-workloads.json", help="JSON results (default: %(default)s)")

@@ -124,3 +124,60 @@ def test_median_of_reads_earlier_results_and_names_an_unreadable_one(tmp_path, c
     assert "**0.90x** (0.90, 0.80, 1.00)" in capsys.readouterr().out
     assert workloads.main(["--median-of", paths[0] + "," + str(tmp_path / "missing.json"), "--chart", ""]) == 2
     assert "missing.json" in capsys.readouterr().err
+
+
+class _Conf:
+    def __init__(self, value: str | None) -> None:
+        self.value = value
+
+    def get(self, key: str, default: str) -> str:
+        assert key == "spark.sql.streaming.stateStore.maintenanceInterval"
+        return default if self.value is None else self.value
+
+
+@pytest.mark.parametrize("value,seconds", [(None, 60.0), ("5s", 5.0), ("1m", 60.0), ("1500ms", 1.5), ("2000", 2.0)])
+def test_the_maintenance_interval_is_read_in_spark_s_units(value, seconds):
+    spark = type("Session", (), {"conf": _Conf(value)})()
+    assert workloads.maintenance_interval_s(spark) == seconds
+
+
+def test_settled_size_waits_for_a_write_after_the_query_and_then_a_quiet_period(tmp_path):
+    import threading
+    import time
+
+    (tmp_path / "a").write_bytes(b"x" * 10)
+    threading.Timer(0.3, lambda: (tmp_path / "snapshot").write_bytes(b"y" * 100)).start()
+    start = time.monotonic()
+    assert workloads.settled_size(str(tmp_path), quiet_s=0.6, limit_s=5, poll_s=0.05) == 110
+    assert 0.8 < time.monotonic() - start < 3
+
+
+def test_settled_size_gives_up_after_its_limit(tmp_path):
+    import threading
+    import time
+
+    stop = threading.Event()
+
+    def keep_writing() -> None:
+        n = 0
+        while not stop.wait(0.05):
+            n += 1
+            (tmp_path / f"f{n}").write_bytes(b"z")
+
+    writer = threading.Thread(target=keep_writing)
+    writer.start()
+    try:
+        start = time.monotonic()
+        assert workloads.settled_size(str(tmp_path), quiet_s=1, limit_s=0.5, poll_s=0.05) > 0
+        assert time.monotonic() - start < 0.9
+    finally:
+        stop.set()
+        writer.join()
+
+
+def test_the_settled_column_appears_when_measured():
+    row = {"provider": "hdfs", "rows_per_s": 1.0, "p50_batch_ms": 1, "p99_batch_ms": 1, "median_commit_ms": 1,
+           "ckpt_bytes_per_batch": 1024, "state_memory_bytes": 1, "state_rows": 1, "status": "ok"}
+    assert "settled" not in workloads.workload_table([row])
+    table = workloads.workload_table([{**row, "ckpt_bytes_per_batch_settled": 2048}]).splitlines()
+    assert "| settled |" in table[0] and table[1].count("|") == table[0].count("|") and "2.0 KiB" in table[2]
