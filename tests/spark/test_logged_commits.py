@@ -33,8 +33,8 @@ def _run_files(case: AggregationCase, files: list, timeout_s: float = 120) -> No
 
 
 def _built_on_sst_sets(case: AggregationCase) -> int:
-    """Versions committed as their own change log alone on an SST set, while the version before them
-    held change logs: what only a maintenance SST set makes."""
+    """Versions committed as change logs on a newer SST set than the version before them, which held
+    change logs too: what only an SST set written in the background makes."""
     from sparkstate.checkpoint import Manifest
     from sparkstate.engine.rocksdb.snapshot import CommittedFiles
 
@@ -47,7 +47,7 @@ def _built_on_sst_sets(case: AggregationCase) -> int:
                 with open(os.path.join(manifests, name), "rb") as f:
                     manifest = Manifest.from_bytes(f.read(), name)
                 logs[manifest.version] = [v for v, _ in CommittedFiles.of(manifest).logs]
-        built += sum(1 for v, own in logs.items() if own == [v] and logs.get(v - 1))
+        built += sum(1 for v, own in logs.items() if own and logs.get(v - 1) and own[0] > logs[v - 1][0])
     return built
 
 

@@ -427,9 +427,9 @@ def test_maintenance_leaves_a_store_with_writes_since_its_version_alone(tmp_path
         store.close()
 
 
-def test_an_sst_set_that_arrives_after_the_next_commit_is_not_built_on(tmp_path, monkeypatch):
-    """The SST set of 4 is still uploading when 5 commits (logged on 4's files); when it lands it is of a
-    version before the base, and 6 builds on 5's files."""
+def test_an_sst_set_that_arrives_after_the_next_commit_is_built_on_by_the_one_after(tmp_path, monkeypatch):
+    """The SST set of 4 is still uploading when 5 commits (logged on 4's files); when it lands, 6 builds on
+    it and the change logs of 5 and 6."""
     import threading
 
     from sparkstate.engine.rocksdb import snapshot
@@ -453,9 +453,35 @@ def test_an_sst_set_that_arrives_after_the_next_commit_is_not_built_on(tmp_path,
             release.set()
             settle(store)
             store.load(v)
-        files = CommittedFiles.of(store.file_manager.read_manifest(6))
-        assert [v for v, _ in files.logs] == [2, 3, 4, 5, 6]
+        fm = store.file_manager
+        assert [v for v, _ in CommittedFiles.of(fm.read_manifest(5)).logs] == [2, 3, 4, 5]
+        files = CommittedFiles.of(fm.read_manifest(6))
+        assert [v for v, _ in files.logs] == [5, 6]
+        assert files.bundle.remote.startswith("4-")  # the SST set of 4
     finally:
         release.set()
         store.close()
-    assert _fresh_contents(tmp_path, 6) == expected[6]
+    for v in (5, 6):
+        assert _fresh_contents(tmp_path, v) == expected[v], v
+
+
+def test_an_sst_set_of_the_database_before_a_rewind_is_not_built_on(tmp_path):
+    """A rewind rebuilds the database from the checkpoint's files: an SST set taken from the database
+    before it names that database's files, which the rebuilt one may hold other files under."""
+    store = _store(tmp_path, rocksdb_flush_every=6)
+    try:
+        expected = _commit_versions(store, 4)
+        store.maintenance_snapshot()  # the SST set of 4
+        settle(store)
+        store.apply_batch([kv(9000, b"aborted")])
+        store.abort()
+        assert store.load(4).source == "memory"  # rewound: a database rebuilt from 4's files
+        assert store._backend._sst_sets.peek_result().version == 4
+        store.apply_batch([kv(8005, b"late")])
+        store.commit()
+        expected[5] = {**expected[4], **dict([kv(8005, b"late")])}
+        files = CommittedFiles.of(store.file_manager.read_manifest(5))
+        assert [v for v, _ in files.logs] == [2, 3, 4, 5]
+    finally:
+        store.close()
+    assert _fresh_contents(tmp_path, 5) == expected[5]

@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 import shutil
 from contextlib import contextmanager
+from dataclasses import replace
 from itertools import islice
 from typing import Iterator, Sequence
 
@@ -165,11 +166,17 @@ class RocksDBBackend(Backend):
         return CommittedFiles.of(self._base)
 
     def _committed_now(self) -> tuple[CommittedFiles, SstSet | None]:
-        """The base version's files: its SST set written in the background, once that is ready."""
+        """The base version's files: on an SST set written in the background once one is ready, of this
+        database at the base version or one before it whose change logs the base still lists (a set that
+        landed after the next commit), else the base's own."""
+        committed = self._committed
         done = self._sst_sets.peek_result()
-        if done is not None and done.version == self._version:
-            return done.outcome.files, done.outcome
-        return self._committed, None
+        if done is None or done.outcome.db_dir != self.db_dir:
+            return committed, None
+        later = tuple((v, ref) for v, ref in committed.logs if v > done.version)
+        if [v for v, _ in later] != list(range(done.version + 1, self._version + 1)):
+            return committed, None  # of a version before the base's own SST set
+        return replace(done.outcome.files, logs=later), done.outcome
 
     def _live(self) -> rocksdict.Rdict:
         if self._db is None:
@@ -342,7 +349,8 @@ class RocksDBBackend(Backend):
         if resources.base_sst_set is not None:  # this commit built on it: count its files
             outcome.files_uploaded += resources.base_sst_set.files_uploaded
             outcome.bytes_uploaded += resources.base_sst_set.bytes_uploaded
-        self._sst_sets.take_result()  # built on, or of a version before this one
+        if resources.base_sst_set is not None:
+            self._sst_sets.take_result()  # built on; one that landed after prepare is for the next commit
         self._base = outcome.manifest
         self._version = resources.version
         self._drop_changes()  # prepare took the journal: this only restarts the change log
@@ -406,8 +414,8 @@ class RocksDBBackend(Backend):
         if done is not None and done.version == self._version:
             return
         with _disk_errors_named(self.db_dir, "flush"):
-            self._sst_sets.start(BackgroundSstSet(self.ctx, self._live(), self._num_keys, self._committed),
-                                 self._version)
+            self._sst_sets.start(BackgroundSstSet(self.ctx, self._live(), self.db_dir, self._num_keys,
+                                                  self._committed), self._version)
 
     def wait_for_background(self, timeout: float | None = None) -> bool:
         """Tests and benchmarks: wait until no SST set is being written."""

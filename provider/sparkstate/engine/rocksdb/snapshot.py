@@ -20,9 +20,9 @@ shared files of the manifest; a change log is told apart by its name (`delta-<v>
 
 `BackgroundSstSet` writes the SST set of a version already committed as change logs: maintenance flushes
 an idle database and uploads its new SST files on a background thread, publishing no manifest. The next
-commit that finds the set ready builds on it (its manifest lists that set and its own change log only),
-so a version that the change logs would have made long to open is short again, without a flush in any
-commit.
+commit that finds the set ready builds on it (its manifest lists that set and the change logs after the
+set's version only: its own, and those of commits made while the set was uploading), so a version that
+the change logs would have made long to open is short again, without a flush in any commit.
 """
 from __future__ import annotations
 
@@ -193,10 +193,12 @@ def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources, committed:
 
 @dataclass(frozen=True)
 class SstSet:
-    """What `BackgroundSstSet` wrote: the committed version's files as an SST set, and what it uploaded."""
+    """What `BackgroundSstSet` wrote: the committed version's files as an SST set, and what it uploaded, of
+    the database in `db_dir` (its files are that database's: only it may build on them)."""
     files: CommittedFiles
     files_uploaded: int
     bytes_uploaded: int
+    db_dir: str
 
 
 class BackgroundSstSet:
@@ -204,8 +206,9 @@ class BackgroundSstSet:
     background): prepare flushes and takes a checkpoint on the caller's thread, upload sends the SST files
     `lineage` lacks, and no manifest is written."""
 
-    def __init__(self, ctx: BackendContext, db: rocksdict.Rdict, num_keys: int, lineage: CommittedFiles) -> None:
-        self.ctx, self._db, self._num_keys, self._lineage = ctx, db, num_keys, lineage
+    def __init__(self, ctx: BackendContext, db: rocksdict.Rdict, db_dir: str, num_keys: int,
+                 lineage: CommittedFiles) -> None:
+        self.ctx, self._db, self._db_dir, self._num_keys, self._lineage = ctx, db, db_dir, num_keys, lineage
 
     def prepare_snapshot(self, version: int) -> SstSnapshotResources:
         return take_checkpoint(self.ctx, self._db, version, self._num_keys)
@@ -216,7 +219,7 @@ class BackgroundSstSet:
         uploaded = fm.upload_new_files(res.version, res.attempt_id, res.ckpt_dir, fresh)
         fm.add_to_cache(self.ctx.layout.cache_dir, res.ckpt_dir, uploaded.refs)
         files = CommittedFiles.of_files(reused + uploaded.refs)
-        return SstSet(files, len(uploaded.refs), uploaded.bytes_uploaded)
+        return SstSet(files, len(uploaded.refs), uploaded.bytes_uploaded, self._db_dir)
 
     def release_snapshot(self, res: SstSnapshotResources) -> None:
         drop_checkpoint(res)
