@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "provide
 from sparkstate.checkpoint.manifest import Manifest, remote_version  # noqa: E402
 from sparkstate.checkpoint.file_manager import parse_manifest_name  # noqa: E402
 from sparkstate.engine import arrow_files as hf  # noqa: E402
-from sparkstate.engine.rocksdb.private_files import BUNDLE_NAME, unpack_bundle  # noqa: E402
+from sparkstate.engine.rocksdb.private_files import PACK_NAME, unpack_private_files  # noqa: E402
 
 
 @dataclass
@@ -81,8 +81,8 @@ def sst_levels(manifest: Manifest, files_dir: str, scratch: str) -> dict[str, in
         for ref in manifest.shared_files:
             if ref.local.endswith(".sst"):
                 os.link(os.path.join(files_dir, ref.remote), os.path.join(db_dir, ref.local))
-            elif ref.local == BUNDLE_NAME:
-                unpack_bundle(os.path.join(files_dir, ref.remote), db_dir, ref.remote)
+            elif ref.local == PACK_NAME:
+                unpack_private_files(os.path.join(files_dir, ref.remote), db_dir, ref.remote)
         for pf in manifest.private_files:
             with open(os.path.join(db_dir, pf.name), "wb") as f:
                 f.write(pf.data)
@@ -132,7 +132,7 @@ def tally_sparkstate_store(root: str, tally: Tally, retain: int, scratch: str) -
             elif ref.local.endswith(".sst"):
                 level = levels.get(ref.local)
                 kind = "sst ?" if level is None else ("sst flush" if level == 0 else "sst compaction")
-            elif ref.local == BUNDLE_NAME:
+            elif ref.local == PACK_NAME:
                 kind = "private files"
             else:
                 kind = "other"

@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from sparkstate.engine import State, Store, StoreSpec
-from sparkstate.engine.rocksdb.private_files import BUNDLE_NAME
+from sparkstate.engine.rocksdb.private_files import PACK_NAME
 from sparkstate.engine.store import CUSTOM_METRICS
 from sparkstate.errors import ConfigError, CorruptCheckpointError, LocalDiskError, StoreStateError, VersionNotFoundError
 from sparkstate.keygroups import storage_key
@@ -254,7 +254,7 @@ def test_corrupt_sst_in_checkpoint(new_store):
     s.commit()
     files_dir = new_store.checkpoint_dir / "files"
     (ref,) = [r for r in s.file_manager.read_manifest(1).shared_files  # the state's one file: not the change
-              if r.local != BUNDLE_NAME]                                # log, nor RocksDB's private files
+              if r.local != PACK_NAME]                                # log, nor RocksDB's private files
     sst = ref.remote
     path = files_dir / sst
     data = bytearray(path.read_bytes())

@@ -12,7 +12,7 @@ and v4 mark in the body (`ttlStamps`) alone. v4 is v3 where a RocksDB version's 
 shared file (`private-files.tar.gz`, engine/rocksdb/private_files.py) instead of embedded: a v3 reader
 would restore such a version without them, so it must refuse it. A manifest is written at every commit of
 every store, so on small batches it is a tenth or more of what a checkpoint writes: compression halves
-it, and naming the private files' pack instead of embedding them halves it again (about 1,150 to 550
+it, and naming the private files' pack instead of embedding them halves it again (about 1,150 to 600
 bytes for a RocksDB version between flushes).
 
 Body fields:

@@ -457,7 +457,7 @@ def test_an_sst_set_that_arrives_after_the_next_commit_is_built_on_by_the_one_af
         assert [v for v, _ in CommittedFiles.of(fm.read_manifest(5)).logs] == [2, 3, 4, 5]
         files = CommittedFiles.of(fm.read_manifest(6))
         assert [v for v, _ in files.logs] == [5, 6]
-        assert files.bundle.remote.startswith("4-")  # the SST set of 4
+        assert files.pack.remote.startswith("4-")  # the SST set of 4
     finally:
         release.set()
         store.close()

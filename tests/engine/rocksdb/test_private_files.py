@@ -14,7 +14,7 @@ import pytest
 
 from sparkstate.checkpoint import CheckpointFileManager, Manifest, PrivateFile, SharedFileRef
 from sparkstate.engine import Store
-from sparkstate.engine.rocksdb.private_files import BUNDLE_NAME, unpack_bundle, write_bundle
+from sparkstate.engine.rocksdb.private_files import PACK_NAME, unpack_private_files, pack_private_files
 from sparkstate.errors import CorruptCheckpointError
 
 from ..conftest import apply_writes, contents, kv, make_spec, settle
@@ -50,7 +50,7 @@ def _fresh_contents(tmp_path, version: int, instance: str) -> dict[bytes, bytes]
 
 
 def _pack(manifest: Manifest) -> SharedFileRef | None:
-    packs = [ref for ref in manifest.shared_files if ref.local == BUNDLE_NAME]
+    packs = [ref for ref in manifest.shared_files if ref.local == PACK_NAME]
     assert len(packs) <= 1
     return packs[0] if packs else None
 
@@ -159,7 +159,7 @@ def test_a_pack_is_unpacked_into_the_database_directory(tmp_path):
     src.mkdir(), db.mkdir()
     (src / "CURRENT").write_bytes(b"MANIFEST-000005\n")
     (src / "000004.log").write_bytes(b"")
-    unpack_bundle(str(src / write_bundle(str(src), ["CURRENT", "000004.log"])), str(db), "files/x")
+    unpack_private_files(str(src / pack_private_files(str(src), ["CURRENT", "000004.log"])), str(db), "files/x")
     assert sorted(os.listdir(db)) == ["000004.log", "CURRENT"]
     assert (db / "CURRENT").read_bytes() == b"MANIFEST-000005\n"
 
@@ -189,7 +189,7 @@ def test_a_pack_that_is_not_plain_database_files_is_refused_naming_it(tmp_path, 
     db.mkdir()
     path.write_bytes(raw)
     with pytest.raises(CorruptCheckpointError, match="files/3-abc-private-files.tar.gz"):
-        unpack_bundle(str(path), str(db), "files/3-abc-private-files.tar.gz")
+        unpack_private_files(str(path), str(db), "files/3-abc-private-files.tar.gz")
     assert not (tmp_path / "CURRENT").exists() and os.listdir(db) == []
 
 

@@ -8,7 +8,7 @@ import os
 import tarfile
 
 from sparkstate.engine import Store
-from sparkstate.engine.rocksdb.private_files import BUNDLE_NAME
+from sparkstate.engine.rocksdb.private_files import PACK_NAME
 
 from ..conftest import commit_keys, contents, kv, make_spec
 
@@ -18,7 +18,7 @@ def test_a_version_keeps_no_options_file_and_opens_with_the_store_s_options(tmp_
     fm = commit_keys(spec, str(tmp_path / "local-1"), 200).file_manager
     manifest = fm.read_manifest(1)
     assert manifest.private_files == ()
-    [pack] = [ref for ref in manifest.shared_files if ref.local == BUNDLE_NAME]
+    [pack] = [ref for ref in manifest.shared_files if ref.local == PACK_NAME]
     with tarfile.open(fileobj=io.BytesIO(fm.fileio.read_bytes(fm.file_path(pack.remote)))) as tar:
         names = tar.getnames()
     assert "CURRENT" in names and any(n.startswith("MANIFEST-") for n in names)

@@ -17,24 +17,24 @@ import zlib
 
 from ...errors import CorruptCheckpointError
 
-BUNDLE_NAME = "private-files.tar.gz"
+PACK_NAME = "private-files.tar.gz"
 
 
-def write_bundle(directory: str, names: list[str]) -> str:
+def pack_private_files(directory: str, names: list[str]) -> str:
     """Pack `names` (files of `directory`) into `directory/private-files.tar.gz`; its name."""
-    with tarfile.open(os.path.join(directory, BUNDLE_NAME), "w:gz", compresslevel=9) as tar:
+    with tarfile.open(os.path.join(directory, PACK_NAME), "w:gz", compresslevel=9) as tar:
         for name in names:
             info = tar.gettarinfo(os.path.join(directory, name), arcname=name)
             info.uid = info.gid = 0
             info.uname = info.gname = ""
             with open(os.path.join(directory, name), "rb") as f:
                 tar.addfile(info, f)
-    return BUNDLE_NAME
+    return PACK_NAME
 
 
-def unpack_bundle(path: str, db_dir: str, source: str) -> None:
-    """Write the files of the bundle at `path` into `db_dir`; `source` (its remote path) names it in errors.
-    Only plain files with plain names are accepted: anything else is not a bundle this backend wrote."""
+def unpack_private_files(path: str, db_dir: str, source: str) -> None:
+    """Write the files of the pack at `path` into `db_dir`; `source` (its remote path) names it in errors.
+    Only plain files with plain names are accepted: anything else is not a pack this backend wrote."""
     try:
         with tarfile.open(path, "r:gz") as tar:
             for member in tar:

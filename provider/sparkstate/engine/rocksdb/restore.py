@@ -16,7 +16,7 @@ from ...checkpoint import Manifest
 from ...errors import disk_errors_named
 from ..backend_contract import BackendContext
 from .. import arrow_files as hf
-from .private_files import unpack_bundle
+from .private_files import unpack_private_files
 from .snapshot import CommittedFiles
 
 
@@ -69,8 +69,8 @@ class IncrementalRestore:
             with disk_errors_named("write the restored database into", db_dir):
                 for local in files.ssts:
                     _link_or_copy(cached[local], os.path.join(db_dir, local))
-                if files.bundle is not None:
-                    unpack_bundle(cached[files.bundle.local], db_dir, fm.file_path(files.bundle.remote))
+                if files.pack is not None:
+                    unpack_private_files(cached[files.pack.local], db_dir, fm.file_path(files.pack.remote))
                 for pf in m.private_files:
                     with open(os.path.join(db_dir, pf.name), "wb") as f:
                         f.write(pf.data)

@@ -38,7 +38,7 @@ from ...checkpoint import Manifest, PrivateFile, SharedFileRef
 from ...checkpoint.file_manager import new_attempt_id
 from ..backend_contract import BackendContext, SnapshotOutcome, SnapshotResources, publish_commit
 from .. import arrow_files as hf
-from .private_files import BUNDLE_NAME, write_bundle
+from .private_files import PACK_NAME, pack_private_files
 
 if TYPE_CHECKING:
     from ..journal import DeltaJournal
@@ -69,12 +69,12 @@ class SstSnapshotResources(SnapshotResources):
 @dataclass(frozen=True)
 class CommittedFiles:
     """What a committed version is made of: its SST set (by local name), the private files of that set
-    (packed in `bundle`, or embedded in the manifest by formats v1 to v3), and the change logs of the
+    (packed in `pack`, or embedded in the manifest by formats v1 to v3), and the change logs of the
     versions after it as (version, file), oldest first."""
     ssts: dict[str, SharedFileRef]
     private: tuple[PrivateFile, ...]
     logs: tuple[tuple[int, SharedFileRef], ...]
-    bundle: SharedFileRef | None = None
+    pack: SharedFileRef | None = None
 
     @staticmethod
     def of(manifest: Manifest | None) -> "CommittedFiles":
@@ -87,22 +87,22 @@ class CommittedFiles:
         """The files of a manifest's `sharedFiles` (and `privateFiles`), each by its kind."""
         ssts: dict[str, SharedFileRef] = {}
         logs: list[tuple[int, SharedFileRef]] = []
-        bundle = None
+        pack = None
         for ref in refs:
             parsed = hf.parse_local_name(ref.local)
             if parsed is not None and parsed[0] == hf.KIND_DELTA:
                 logs.append((parsed[1], ref))
-            elif ref.local == BUNDLE_NAME:
-                bundle = ref
+            elif ref.local == PACK_NAME:
+                pack = ref
             else:
                 ssts[ref.local] = ref
-        return CommittedFiles(ssts, private, tuple(sorted(logs, key=lambda vr: vr[0])), bundle)
+        return CommittedFiles(ssts, private, tuple(sorted(logs, key=lambda vr: vr[0])), pack)
 
     @property
     def set_files(self) -> tuple[SharedFileRef, ...]:
         """The SST set's remote files: its SSTs by local name, then its private files' pack."""
         ssts = tuple(sorted(self.ssts.values(), key=lambda r: r.local))
-        return ssts + ((self.bundle,) if self.bundle is not None else ())
+        return ssts + ((self.pack,) if self.pack is not None else ())
 
     @property
     def sst_bytes(self) -> int:
@@ -129,15 +129,15 @@ def take_checkpoint(ctx: BackendContext, db: rocksdict.Rdict, version: int,
 
 
 def _fresh_files(res: SstSnapshotResources, lineage: dict[str, SharedFileRef],
-                 pack: bool) -> tuple[list[SharedFileRef], list[str]]:
+                 with_pack: bool) -> tuple[list[SharedFileRef], list[str]]:
     """The checkpoint's SST files already uploaded (their refs), and the files to upload (local names): the
-    other SST files and, with `pack`, the pack of its private files, which is new with every checkpoint.
+    other SST files and, `with_pack`, the pack of its private files, which is new with every checkpoint.
     A pack pays for itself where versions between flushes name it (`rocksdb.flushEveryVersions` above 1);
     a store that flushes at every commit embeds its private files in the manifest instead, in the one
     write it makes anyway."""
     reused, fresh = _split_by_lineage(res, lineage)
-    if pack and res.private_names:
-        fresh.append(write_bundle(res.ckpt_dir, res.private_names))
+    if with_pack and res.private_names:
+        fresh.append(pack_private_files(res.ckpt_dir, res.private_names))
     return reused, fresh
 
 
@@ -174,8 +174,8 @@ def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources, committed:
     """The outcome; the new committed files are its manifest's (`committed` itself is not modified)."""
     if not res.flushed:
         return _publish_logged(ctx, res, committed)
-    pack = ctx.settings.rocksdb_flush_every > 1
-    reused, fresh = _fresh_files(res, committed.ssts, pack)
+    with_pack = ctx.settings.rocksdb_flush_every > 1
+    reused, fresh = _fresh_files(res, committed.ssts, with_pack)
     fm = ctx.file_manager
     change_log = None
     if res.changes is not None:
@@ -183,7 +183,7 @@ def upload_checkpoint(ctx: BackendContext, res: SstSnapshotResources, committed:
         change_log = res.changes.finish()
     uploaded = fm.upload_new_files(res.version, res.attempt_id, res.ckpt_dir, fresh)
     shared = tuple(sorted(reused + uploaded.refs, key=lambda r: r.local))
-    manifest = _publish(ctx, res, shared, () if pack else _private_files(res), change_log)
+    manifest = _publish(ctx, res, shared, () if with_pack else _private_files(res), change_log)
     fm.add_to_cache(ctx.layout.cache_dir, res.ckpt_dir, uploaded.refs)
     logged = (1, change_log.size) if change_log is not None else (0, 0)
     outcome = SnapshotOutcome(manifest=manifest, files_uploaded=len(uploaded.refs) + logged[0],
@@ -214,7 +214,7 @@ class BackgroundSstSet:
         return take_checkpoint(self.ctx, self._db, version, self._num_keys)
 
     def upload_snapshot(self, res: SstSnapshotResources) -> SstSet:
-        reused, fresh = _fresh_files(res, self._lineage.ssts, pack=True)
+        reused, fresh = _fresh_files(res, self._lineage.ssts, with_pack=True)
         fm = self.ctx.file_manager
         uploaded = fm.upload_new_files(res.version, res.attempt_id, res.ckpt_dir, fresh)
         fm.add_to_cache(self.ctx.layout.cache_dir, res.ckpt_dir, uploaded.refs)
