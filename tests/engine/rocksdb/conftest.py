@@ -4,7 +4,7 @@ import pytest
 
 from sparkstate.engine import Store
 
-from ..conftest import make_spec
+from ..conftest import apply_writes, contents, kv, make_spec
 
 
 @pytest.fixture
@@ -25,3 +25,21 @@ def open_store(tmp_path):
     yield _open
     for store in stores:
         store.close()
+
+
+def commit_versions_from(store: Store, loaded: int, last: int, live: dict[bytes, bytes] | None = None,
+                          rows_per_version: int = 50) -> dict[int, dict[bytes, bytes]]:
+    """Commit versions loaded+1..`last` on `store`, which holds version `loaded` (`live`: its contents, else
+    read), each overwriting some keys, adding new ones and removing one; the expected contents of each."""
+    expected: dict[int, dict[bytes, bytes]] = {}
+    live = dict(contents(store)) if live is None else live
+    for v in range(loaded + 1, last + 1):
+        writes: list[tuple[bytes, bytes | None]] = [kv(i, b"v%d" % v) for i in range(v * 10, v * 10 + rows_per_version)]
+        if v > 1:
+            writes.append((kv(v * 10 - 1)[0], None))
+        store.apply_batch(writes)
+        apply_writes(live, writes)
+        store.commit()
+        expected[v] = dict(live)
+        store.load(v)
+    return expected

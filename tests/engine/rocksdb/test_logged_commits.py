@@ -11,7 +11,8 @@ from sparkstate.engine.rocksdb import backend as rocksdb_backend
 from sparkstate.engine.rocksdb.snapshot import CommittedFiles
 from sparkstate.errors import CorruptCheckpointError
 
-from ..conftest import apply_writes, contents, kv, make_spec, settle
+from ..conftest import contents, kv, make_spec, settle
+from .conftest import commit_versions_from
 
 FLUSH_EVERY = 3
 
@@ -26,24 +27,7 @@ def _commit_versions(store: Store, versions: int, rows_per_version: int = 50) ->
     """Versions 1..`versions`, each overwriting some keys, adding new ones and removing one; returns the
     expected contents of each version."""
     store.load(0)
-    return {0: {}, **_commit_versions_from(store, 0, versions, {}, rows_per_version)}
-
-
-def _commit_versions_from(store: Store, loaded: int, last: int, live: dict[bytes, bytes] | None = None,
-                          rows_per_version: int = 50) -> dict[int, dict[bytes, bytes]]:
-    """`_commit_versions` from version `loaded` (loaded; `live`: its contents, else read) to `last`."""
-    expected: dict[int, dict[bytes, bytes]] = {}
-    live = dict(contents(store)) if live is None else live
-    for v in range(loaded + 1, last + 1):
-        writes: list[tuple[bytes, bytes | None]] = [kv(i, b"v%d" % v) for i in range(v * 10, v * 10 + rows_per_version)]
-        if v > 1:
-            writes.append((kv(v * 10 - 1)[0], None))
-        store.apply_batch(writes)
-        apply_writes(live, writes)
-        store.commit()
-        expected[v] = dict(live)
-        store.load(v)
-    return expected
+    return {0: {}, **commit_versions_from(store, 0, versions, {}, rows_per_version)}
 
 
 def _fresh_contents(tmp_path, version: int, **settings) -> dict[bytes, bytes]:
@@ -316,7 +300,7 @@ def test_maintenance_writes_an_idle_logged_versions_sst_set_for_the_next_commit(
         expected = _commit_versions(store, 2)  # 1 flushed, 2 logged
         _idle_sst_set(store)  # one change log: half of the 4 versions a flush waits for are not there yet
         assert store._backend._sst_sets.peek_result() is None
-        expected.update(_commit_versions_from(store, 2, 3))  # 3 logged
+        expected.update(commit_versions_from(store, 2, 3))  # 3 logged
         fm = store.file_manager
         assert [v for v, _ in CommittedFiles.of(fm.read_manifest(3)).logs] == [2, 3]
         _idle_sst_set(store)

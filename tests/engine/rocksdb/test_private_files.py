@@ -17,7 +17,8 @@ from sparkstate.engine import Store
 from sparkstate.engine.rocksdb.private_files import PACK_NAME, unpack_private_files, pack_private_files
 from sparkstate.errors import CorruptCheckpointError
 
-from ..conftest import apply_writes, contents, kv, make_spec, settle
+from ..conftest import contents, make_spec, settle
+from .conftest import commit_versions_from
 
 FLUSH_EVERY = 4
 
@@ -25,19 +26,6 @@ FLUSH_EVERY = 4
 def _spec(tmp_path, instance: str, retain: int = 100):
     return make_spec("file:" + str(tmp_path / "ckpt"), instance, retain=retain, backend="rocksdb",
                      rocksdb_flush_every=FLUSH_EVERY)
-
-
-def _write(store: Store, loaded: int, last: int, live: dict[bytes, bytes]) -> dict[int, dict[bytes, bytes]]:
-    """Commit versions loaded+1..last on `store` (which holds `loaded`, whose contents are `live`)."""
-    expected = {}
-    for v in range(loaded + 1, last + 1):
-        writes = [kv(i, b"v%d" % v) for i in range(v * 10, v * 10 + 40)] + [(kv(v * 10 - 1)[0], None)]
-        store.apply_batch(writes)
-        apply_writes(live, writes)
-        store.commit()
-        expected[v] = dict(live)
-        store.load(v)
-    return expected
 
 
 def _fresh_contents(tmp_path, version: int, instance: str) -> dict[bytes, bytes]:
@@ -64,7 +52,7 @@ def test_versions_between_flushes_name_their_sets_pack_and_embed_nothing(tmp_pat
     store = Store(_spec(tmp_path, "w"), str(tmp_path / "local" / "w"))
     try:
         store.load(0)
-        expected = _write(store, 0, 3, {})  # 1 flushed, 2 and 3 logged
+        expected = commit_versions_from(store, 0, 3, {})  # 1 flushed, 2 and 3 logged
         fm = store.file_manager
         manifests = [fm.read_manifest(v) for v in (1, 2, 3)]
     finally:
@@ -87,10 +75,10 @@ def test_an_sst_set_written_in_maintenance_has_its_own_pack(tmp_path):
     try:
         store.load(0)
         live: dict[bytes, bytes] = {}
-        expected = _write(store, 0, 3, live)
+        expected = commit_versions_from(store, 0, 3, live)
         store.maintenance_snapshot()  # two logs wait: half of FLUSH_EVERY
         settle(store)
-        expected.update(_write(store, 3, 4, live))
+        expected.update(commit_versions_from(store, 3, 4, live))
         fm = store.file_manager
         first, fourth = _pack(fm.read_manifest(1)), _pack(fm.read_manifest(4))
     finally:
@@ -104,7 +92,7 @@ def test_a_pack_outlives_the_version_that_wrote_it_while_a_retained_version_name
     store = Store(_spec(tmp_path, "w", retain=2), str(tmp_path / "local" / "w"))
     try:
         store.load(0)
-        expected = _write(store, 0, 3, {})
+        expected = commit_versions_from(store, 0, 3, {})
         store.maintenance_cleanup()  # retains 2 and 3; 1 wrote the pack both name
         fm = store.file_manager
         assert fm.versions() == [2, 3]
@@ -131,7 +119,7 @@ def test_a_checkpoint_whose_manifests_embed_the_private_files_opens_and_continue
     try:
         store.load(0)
         live: dict[bytes, bytes] = {}
-        expected = _write(store, 0, 3, live)
+        expected = commit_versions_from(store, 0, 3, live)
     finally:
         store.close()
     fm = CheckpointFileManager("file:" + str(tmp_path / "ckpt"))
@@ -144,7 +132,7 @@ def test_a_checkpoint_whose_manifests_embed_the_private_files_opens_and_continue
     try:
         store.load(3)
         assert contents(store) == expected[3]
-        expected.update(_write(store, 3, 5, live))  # 4 logged on the embedded files, 5 flushed
+        expected.update(commit_versions_from(store, 3, 5, live))  # 4 logged on the embedded files, 5 flushed
         fourth, fifth = fm.read_manifest(4), fm.read_manifest(5)
     finally:
         store.close()
@@ -198,7 +186,7 @@ def test_a_store_that_flushes_at_every_commit_embeds_its_private_files(tmp_path)
     store = Store(spec, str(tmp_path / "local" / "w"))
     try:
         store.load(0)
-        _write(store, 0, 2, {})
+        commit_versions_from(store, 0, 2, {})
         manifests = [store.file_manager.read_manifest(v) for v in (1, 2)]
     finally:
         store.close()
