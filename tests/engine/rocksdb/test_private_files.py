@@ -13,28 +13,20 @@ from dataclasses import replace
 import pytest
 
 from sparkstate.checkpoint import CheckpointFileManager, Manifest, PrivateFile, SharedFileRef
-from sparkstate.engine import Store
 from sparkstate.engine.rocksdb.private_files import PACK_NAME, unpack_private_files, pack_private_files
 from sparkstate.errors import CorruptCheckpointError
 
-from ..conftest import contents, make_spec, settle
+from ..conftest import contents, settle
 from .conftest import commit_versions_from
 
 FLUSH_EVERY = 4
 
 
-def _spec(tmp_path, instance: str, retain: int = 100):
-    return make_spec("file:" + str(tmp_path / "ckpt"), instance, retain=retain, backend="rocksdb",
-                     rocksdb_flush_every=FLUSH_EVERY)
-
-
-def _fresh_contents(tmp_path, version: int, instance: str) -> dict[bytes, bytes]:
-    reader = Store(_spec(tmp_path, instance), str(tmp_path / "local" / instance))
-    try:
-        reader.load(version)
-        return contents(reader)
-    finally:
-        reader.close()
+def _fresh_contents(open_store, version: int) -> dict[bytes, bytes]:
+    """Version `version` as a new instance of the store loads it from the checkpoint."""
+    reader, _ = open_store(rocksdb_flush_every=FLUSH_EVERY)
+    reader.load(version)
+    return contents(reader)
 
 
 def _pack(manifest: Manifest) -> SharedFileRef | None:
@@ -48,8 +40,8 @@ def _unpacked(fm: CheckpointFileManager, pack: SharedFileRef) -> tuple[PrivateFi
         return tuple(PrivateFile(m.name, tar.extractfile(m).read()) for m in tar.getmembers())
 
 
-def test_versions_between_flushes_name_their_sets_pack_and_embed_nothing(tmp_path):
-    store = Store(_spec(tmp_path, "w"), str(tmp_path / "local" / "w"))
+def test_versions_between_flushes_name_their_sets_pack_and_embed_nothing(open_store):
+    store, _ = open_store(rocksdb_flush_every=FLUSH_EVERY)
     try:
         store.load(0)
         expected = commit_versions_from(store, 0, 3, {})  # 1 flushed, 2 and 3 logged
@@ -67,11 +59,11 @@ def test_versions_between_flushes_name_their_sets_pack_and_embed_nothing(tmp_pat
                        private_files=_unpacked(fm, pack)).to_bytes()
     assert len(raw) < 0.75 * len(embedded), (len(raw), len(embedded))
     for v in (1, 2, 3):
-        assert _fresh_contents(tmp_path, v, f"r{v}") == expected[v], v
+        assert _fresh_contents(open_store, v) == expected[v], v
 
 
-def test_an_sst_set_written_in_maintenance_has_its_own_pack(tmp_path):
-    store = Store(_spec(tmp_path, "w"), str(tmp_path / "local" / "w"))
+def test_an_sst_set_written_in_maintenance_has_its_own_pack(open_store):
+    store, _ = open_store(rocksdb_flush_every=FLUSH_EVERY)
     try:
         store.load(0)
         live: dict[bytes, bytes] = {}
@@ -85,11 +77,11 @@ def test_an_sst_set_written_in_maintenance_has_its_own_pack(tmp_path):
         store.close()
     assert first is not None and fourth is not None and first != fourth
     assert fourth.remote.startswith("3-")  # the SST set of version 3
-    assert _fresh_contents(tmp_path, 4, "r4") == expected[4]
+    assert _fresh_contents(open_store, 4) == expected[4]
 
 
-def test_a_pack_outlives_the_version_that_wrote_it_while_a_retained_version_names_it(tmp_path):
-    store = Store(_spec(tmp_path, "w", retain=2), str(tmp_path / "local" / "w"))
+def test_a_pack_outlives_the_version_that_wrote_it_while_a_retained_version_names_it(open_store):
+    store, _ = open_store(rocksdb_flush_every=FLUSH_EVERY, retain=2)
     try:
         store.load(0)
         expected = commit_versions_from(store, 0, 3, {})
@@ -99,7 +91,7 @@ def test_a_pack_outlives_the_version_that_wrote_it_while_a_retained_version_name
         assert _pack(fm.read_manifest(3)).remote in {i.name for i in fm.fileio.list_info(fm.files_dir)}
     finally:
         store.close()
-    assert _fresh_contents(tmp_path, 3, "r3") == expected[3]
+    assert _fresh_contents(open_store, 3) == expected[3]
 
 
 def _rewrite_as_format_v3(fm: CheckpointFileManager, version: int) -> None:
@@ -114,21 +106,21 @@ def _rewrite_as_format_v3(fm: CheckpointFileManager, version: int) -> None:
     fm.fileio.write_bytes_atomic(fm.manifest_path(version), raw)
 
 
-def test_a_checkpoint_whose_manifests_embed_the_private_files_opens_and_continues(tmp_path):
-    store = Store(_spec(tmp_path, "w"), str(tmp_path / "local" / "w"))
+def test_a_checkpoint_whose_manifests_embed_the_private_files_opens_and_continues(open_store):
+    store, _ = open_store(rocksdb_flush_every=FLUSH_EVERY)
     try:
         store.load(0)
         live: dict[bytes, bytes] = {}
         expected = commit_versions_from(store, 0, 3, live)
     finally:
         store.close()
-    fm = CheckpointFileManager("file:" + str(tmp_path / "ckpt"))
+    fm = CheckpointFileManager(store.spec.checkpoint_location)
     packs = {_pack(fm.read_manifest(v)).remote for v in (1, 2, 3)}
     for v in (1, 2, 3):
         _rewrite_as_format_v3(fm, v)
     fm.fileio.delete_many(fm.file_path(r) for r in packs)  # nothing of the pack is left to read
 
-    store = Store(_spec(tmp_path, "w2"), str(tmp_path / "local" / "w2"))
+    store, _ = open_store(rocksdb_flush_every=FLUSH_EVERY)
     try:
         store.load(3)
         assert contents(store) == expected[3]
@@ -139,7 +131,7 @@ def test_a_checkpoint_whose_manifests_embed_the_private_files_opens_and_continue
     assert _pack(fourth) is None and {p.name for p in fourth.private_files} >= {"CURRENT"}
     assert _pack(fifth) is not None and fifth.private_files == ()
     for v in (4, 5):
-        assert _fresh_contents(tmp_path, v, f"r{v}") == expected[v], v
+        assert _fresh_contents(open_store, v) == expected[v], v
 
 
 def test_a_pack_is_unpacked_into_the_database_directory(tmp_path):
@@ -181,13 +173,9 @@ def test_a_pack_that_is_not_plain_database_files_is_refused_naming_it(tmp_path, 
     assert not (tmp_path / "CURRENT").exists() and os.listdir(db) == []
 
 
-def test_a_store_that_flushes_at_every_commit_embeds_its_private_files(tmp_path):
-    spec = make_spec("file:" + str(tmp_path / "ckpt"), "w", backend="rocksdb", rocksdb_flush_every=1)
-    store = Store(spec, str(tmp_path / "local" / "w"))
-    try:
-        store.load(0)
-        commit_versions_from(store, 0, 2, {})
-        manifests = [store.file_manager.read_manifest(v) for v in (1, 2)]
-    finally:
-        store.close()
+def test_a_store_that_flushes_at_every_commit_embeds_its_private_files(open_store):
+    store, _ = open_store(rocksdb_flush_every=1)
+    store.load(0)
+    commit_versions_from(store, 0, 2, {})
+    manifests = [store.file_manager.read_manifest(v) for v in (1, 2)]
     assert all(_pack(m) is None and {p.name for p in m.private_files} >= {"CURRENT"} for m in manifests)

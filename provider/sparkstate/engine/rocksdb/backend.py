@@ -346,11 +346,12 @@ class RocksDBBackend(Backend):
     def upload_snapshot(self, resources: SnapshotResources) -> SnapshotOutcome:
         assert isinstance(resources, SstSnapshotResources) and resources.base is not None
         outcome = upload_checkpoint(self.ctx, resources, resources.base)
-        if resources.base_sst_set is not None:  # this commit built on it: count its files
+        # An SST set this commit built on counts among its files and is used up; one that landed after
+        # prepare stays for the next commit.
+        if resources.base_sst_set is not None:
             outcome.files_uploaded += resources.base_sst_set.files_uploaded
             outcome.bytes_uploaded += resources.base_sst_set.bytes_uploaded
-        if resources.base_sst_set is not None:
-            self._sst_sets.take_result()  # built on; one that landed after prepare is for the next commit
+            self._sst_sets.take_result()
         self._base = outcome.manifest
         self._version = resources.version
         self._drop_changes()  # prepare took the journal: this only restarts the change log

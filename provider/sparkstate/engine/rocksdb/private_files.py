@@ -24,12 +24,15 @@ def pack_private_files(directory: str, names: list[str]) -> str:
     """Pack `names` (files of `directory`) into `directory/private-files.tar.gz`; its name."""
     with tarfile.open(os.path.join(directory, PACK_NAME), "w:gz", compresslevel=9) as tar:
         for name in names:
-            info = tar.gettarinfo(os.path.join(directory, name), arcname=name)
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            with open(os.path.join(directory, name), "rb") as f:
-                tar.addfile(info, f)
+            tar.add(os.path.join(directory, name), arcname=name, filter=_anonymous)
     return PACK_NAME
+
+
+def _anonymous(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """No owner in the pack: it is read back as bytes, never as this machine's files."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
 
 
 def unpack_private_files(path: str, db_dir: str, source: str) -> None:
