@@ -72,6 +72,7 @@ def test_gc_racing_a_background_heap_snapshot_keeps_what_the_next_commit_names(t
         rows = [kv(10 * v + i, b"v%d" % v) for i in range(10)]
         _commit_next(store, v, rows)
         expected.update(rows)
+        store.maintenance_snapshot()
         store.maintenance_cleanup()
     full = [n for n in fm.fileio.list(fm.files_dir) if n.endswith("full-2.arrow")]
     assert len(full) == 1, "the background snapshot of v2 is durable"

@@ -112,6 +112,13 @@ def settle(store: Store, timeout: float = 30.0) -> None:
         assert wait(timeout), "background snapshot did not finish"
 
 
+def maintain(store: Store, timeout: float = 30.0) -> None:
+    """What Spark's maintenance thread does between batches: start the background snapshot that is due (a
+    heap full snapshot, a RocksDB SST set between flushes), then wait for it (`settle`)."""
+    store.maintenance_snapshot()
+    settle(store, timeout)
+
+
 def live_rocksdb_options(local: str) -> dict[str, str]:
     """The options RocksDB wrote to the OPTIONS file of the store's live database."""
     # The newest: a database writes a numbered OPTIONS file at each open and each change of its options.

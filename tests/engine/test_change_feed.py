@@ -9,7 +9,7 @@ import pytest
 
 from sparkstate.errors import ChangeFeedError
 
-from .conftest import apply_writes, contents, kv, settle
+from .conftest import apply_writes, contents, kv, maintain
 
 VERSIONS = 8
 
@@ -34,7 +34,7 @@ def _history(store, seed: int = 1) -> dict[int, dict[bytes, bytes]]:
         apply_writes(live, writes)
         assert store.commit().version == v
         store.load(v)
-        settle(store)
+        maintain(store)
     return {v: _load(store, v) for v in range(VERSIONS + 1)}
 
 
@@ -190,7 +190,7 @@ def test_a_checkpoint_of_row_format_files_is_read_and_continued_in_blocks(new_st
         apply_writes(live, writes)
         store.commit()
         store.load(v)
-        settle(store)
+        maintain(store)
         assert _load(new_store(f"fresh-{v}", heap_snapshot_every=3), v) == live
     assert _arrow_formats(store, VERSIONS) == ({"1", "2"} if new_store.backend == "heap" else {"2"})
     assert _arrow_formats(store, 2 * VERSIONS) >= {"3"}

@@ -11,7 +11,7 @@ from sparkstate.errors import ConfigError, CorruptCheckpointError, LocalDiskErro
 from sparkstate.keygroups import storage_key
 from tests.storage.instrumented import InjectedFault, InstrumentedFileIO
 
-from .conftest import contents, kv, settle
+from .conftest import contents, kv, maintain, settle
 
 # Where a store finds an older version it committed itself (or its version after an abort).
 OLDER_VERSION_SOURCE = {"rocksdb": "checkpoint", "heap": "memory"}
@@ -292,7 +292,7 @@ def test_cleanup_retains_versions_that_all_load(new_store):
         s.apply_batch([kv(i) for i in range(v * 50, v * 50 + 50)] + [(kv(v * 50 - 50)[0], None)])
         assert s.commit().version == v
         s.load(v)
-        settle(s)
+        maintain(s)
     remote_before = set(os.listdir(new_store.checkpoint_dir / "files"))
     s.maintenance_cleanup()
     manifests = sorted(os.listdir(new_store.checkpoint_dir / "manifests"))

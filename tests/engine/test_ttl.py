@@ -9,7 +9,7 @@ import pytest
 from sparkstate.engine import Store
 from sparkstate.engine.ttl import STAMP, StampedBackend
 
-from .conftest import contents, kv, make_spec, settle
+from .conftest import contents, kv, maintain, make_spec, settle
 
 TTL = 10_000  # ms
 T0 = 1_700_000_000_000  # ms: the fake wall clock's start
@@ -39,7 +39,7 @@ def batch(store: Store, version: int, writes=(), commit_at: int | None = None, c
     if commit_at is not None and clock is not None:
         clock.at(commit_at)
     result = store.commit()
-    settle(store)
+    maintain(store)
     return result
 
 

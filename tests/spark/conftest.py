@@ -57,11 +57,12 @@ def selected_provider() -> str:
 
 
 PREFIX = "spark.sql.streaming.stateStore.sparkstate."
-# heap.snapshotEveryVersions=2, whatever the deltas' bytes, makes background full snapshots (and chains
-# that start from one) happen within these short queries.
+# heap.snapshotEveryVersions=1, whatever the deltas' bytes, makes background full snapshots (and chains
+# that start from one) happen within these short queries: maintenance starts one after any commit, and a
+# commit starts one itself once four deltas wait.
 VARIANTS = {
     "rocksdb": {"backend": "rocksdb"},
-    "heap": {"backend": "heap", "heap.snapshotEveryVersions": "2", "heap.snapshotMinDeltaPercent": "0"},
+    "heap": {"backend": "heap", "heap.snapshotEveryVersions": "1", "heap.snapshotMinDeltaPercent": "0"},
     "socket": {"backend": "rocksdb", "transport": "socket"},
     "py4j": {"backend": "rocksdb", "transport": "py4j"},
     # "rocksdb" commits as change logs between flushes (the default rocksdb.flushEveryVersions); this one

@@ -14,7 +14,7 @@ from sparkstate.engine.arrow_files import parse_local_name
 from sparkstate.errors import CheckpointError
 from tests.storage.instrumented import InstrumentedFileIO
 
-from ..conftest import contents, kv, make_spec, settle
+from ..conftest import contents, kv, maintain, make_spec, settle
 
 pytestmark = pytest.mark.parametrize("backend", ["heap"])
 
@@ -31,8 +31,8 @@ def test_full_snapshot_in_background_becomes_the_chain_base(new_store):
         m = s.commit().metrics
         assert m["sparkstateFilesUploaded"] >= 1 and m["sparkstateBytesUploaded"] > 0
         s.load(v)
-        settle(s)
-    # full-3 written after commit 3, used from commit 4; full-6 from commit 7
+        maintain(s)
+    # full-3 written by the maintenance after commit 3, used from commit 4; full-6 from commit 7
     assert chain(s, 3) == [("heap-delta", 1), ("heap-delta", 2), ("heap-delta", 3)]
     assert chain(s, 5) == [("heap-full", 3), ("heap-delta", 4), ("heap-delta", 5)]
     assert chain(s, 7) == [("heap-full", 6), ("heap-delta", 7)]
@@ -55,7 +55,7 @@ def test_a_full_snapshot_waits_for_deltas_of_its_bytes_or_four_times_the_count(n
         s.apply_batch(writes)
         s.commit()
         s.load(v)
-        settle(s)
+        maintain(s)
 
     commit(1, range(2000))
     commit(2, range(2000, 2001))
@@ -74,6 +74,20 @@ def test_a_full_snapshot_waits_for_deltas_of_its_bytes_or_four_times_the_count(n
     fresh = new_store("check")
     assert fresh.load(13).source == "checkpoint"
     assert contents(fresh) == expected
+
+
+def test_without_maintenance_a_commit_starts_a_full_snapshot_only_when_four_times_the_count_wait(new_store):
+    s = new_store(heap_snapshot_every=2)
+    s.load(0)
+    for v in range(1, 9):
+        s.apply_batch([kv(i, b"%d" % v) for i in range(100)])
+        s.commit()
+        s.load(v)
+        settle(s)
+    assert [k for k, _ in chain(s, 8)] == ["heap-delta"] * 8  # due from 2 on, but maintenance starts those
+    s.apply_batch([kv(0, b"9")])
+    s.commit()                                                # commit 8 started full-8: overdue
+    assert chain(s, 9) == [("heap-full", 8), ("heap-delta", 9)]
 
 
 def test_empty_commit_writes_no_delta(new_store):
@@ -111,12 +125,11 @@ def test_failed_background_snapshot_leaves_every_version_loadable(new_store):
         s.apply_batch([kv(i) for i in range(v * 5)])
         s.commit()
         s.load(v)
-        settle(s)
+        maintain(s)
     assert isinstance(s._backend.runner.last_error, OSError)
     assert [k for k, _ in chain(s, 3)] == ["heap-delta"] * 3
     io.heal()
-    s.maintenance_snapshot()
-    settle(s)
+    maintain(s)
     s.apply_batch([kv(100)])
     s.commit()
     assert chain(s, 4) == [("heap-full", 3), ("heap-delta", 4)]
@@ -133,7 +146,8 @@ def test_commit_does_not_wait_for_the_background_snapshot(new_store):
     s = new_store(fileio=io, heap_snapshot_every=1)
     s.load(0)
     s.apply_batch([kv(i) for i in range(50)])
-    s.commit()                         # starts the background snapshot of version 1, which blocks
+    s.commit()
+    s.maintenance_snapshot()           # starts the background snapshot of version 1, which blocks
     for v in range(2, 6):
         s.load(v - 1)
         s.apply_batch([kv(i, b"w") for i in range(v)] + [(kv(40 + v)[0], None)])
@@ -160,7 +174,9 @@ def test_retry_rolls_back_while_a_background_snapshot_reads_a_later_version(new_
     s.commit()
     s.load(1)
     s.apply_batch([kv(2)])
-    s.commit()                         # full snapshot of 2 starts in the background
+    s.commit()
+    s.maintenance_snapshot()             # full snapshot of 2 starts in the background
+    assert s._backend.runner.busy
     assert s.load(1).source == "memory"  # waits for it, then rolls back
     assert contents(s) == dict([kv(1)])
 
@@ -200,6 +216,7 @@ CRASHING_WRITER = textwrap.dedent("""
                       + [(b"\\0\\0\\0\\1k0", None)])
         s.commit()
         s.load(v)
+        s.maintenance_snapshot()
     print("COMMITTED 4", flush=True)
     threading.Event().wait(600)
 """)

@@ -8,10 +8,13 @@ Commit of version v+1 (synchronous part, what Spark waits for):
   record batch already written), write the manifest. Nothing proportional to the state size, or to the
   number of keys written, happens here. If the journal was lost (a write failed to append, or writes
   survived a failed commit), the commit falls back to gathering the changes since v (O(keys written)).
-Background (one runner): once `heap.snapshotEveryVersions` deltas follow the last full snapshot and hold
-  `heap.snapshotMinDeltaPercent` of its bytes, a full snapshot of a pinned view is written while the next
-  micro-batches run; the first commit after it completes uses it as the new base
-  of the chain (see snapshot.py, chain.py). Retention then drops the older deltas with their manifests.
+Background (one runner): Spark's maintenance starts a full snapshot of the committed version once
+  `heap.snapshotEveryVersions` deltas follow the last one and hold `heap.snapshotMinDeltaPercent` of its
+  bytes, as Spark's HDFS provider writes its snapshots, so at most one is due per maintenance interval
+  whatever the batch rate. A commit starts one itself only once FULL_AFTER_EVERY_TIMES as many deltas
+  wait (maintenance not keeping up). The pinned view is written while the next micro-batches run; the
+  first commit after it completes uses it as the new base of the chain (see snapshot.py, chain.py).
+  Retention then drops the older deltas with their manifests.
 Load of v: the current head (Store fast path), else a retained view rolled back in place (`rewind`,
   O(keys changed since v)), else restore the manifest's chain from the checkpoint.
 Memory: the live table, the before images of retained views (at most `heap.maxVersionsInMemory`, plus a
@@ -37,7 +40,8 @@ from .versioned_map import VersionedMap, View
 log = logging.getLogger(__name__)
 
 # A full snapshot is written once this many times heap.snapshotEveryVersions deltas follow the last one,
-# whatever their bytes.
+# whatever their bytes, and started by the commit if maintenance has not: it bounds the files a restore
+# reads and a manifest lists.
 FULL_AFTER_EVERY_TIMES = 4
 
 
@@ -231,7 +235,7 @@ class HeapBackend(Backend):
         self._committed[resources.version] = view
         self._head = view
         self._evict()
-        self._maybe_start_full()
+        self._maybe_start_full(overdue_only=True)
         fulls = self._runner.completed
         new_fulls, self._fulls_reported = fulls - self._fulls_reported, fulls
         if done is not None:
@@ -244,22 +248,23 @@ class HeapBackend(Backend):
     def release_snapshot(self, resources: SnapshotResources) -> None:
         """Nothing pinned: the new view is either the head now or was dropped on failure."""
 
-    def _full_due(self) -> bool:
+    def _full_due(self, overdue_only: bool) -> bool:
         """Once heap.snapshotEveryVersions deltas follow the last full snapshot and hold
-        heap.snapshotMinDeltaPercent of its bytes, or FULL_AFTER_EVERY_TIMES as many deltas follow it (which
-        bounds the files a restore reads and a manifest lists)."""
+        heap.snapshotMinDeltaPercent of its bytes; overdue once FULL_AFTER_EVERY_TIMES as many follow it."""
         chain, settings = self._head.chain, self.ctx.settings
         deltas, every = len(chain.deltas), settings.heap_snapshot_every
-        if deltas < every:
+        if deltas >= FULL_AFTER_EVERY_TIMES * every:
+            return True
+        if overdue_only or deltas < every:
             return False
-        if chain.full is None or deltas >= FULL_AFTER_EVERY_TIMES * every:
+        if chain.full is None:
             return True
         delta_bytes = sum(ref.size for _, ref in chain.deltas)
         return delta_bytes * 100 >= chain.full.size * settings.heap_snapshot_min_delta_percent
 
-    def _maybe_start_full(self) -> bool:
+    def _maybe_start_full(self, overdue_only: bool = False) -> bool:
         if (self._closed or self._runner.busy or self._runner.peek_result() is not None
-                or not self._full_due()):
+                or not self._full_due(overdue_only)):
             return False
         return self._runner.start(self._full, self._head.version)
 
