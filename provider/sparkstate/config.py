@@ -316,8 +316,11 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 "(the log's columns are built either way). Readers take any of them.",
                 ", ".join(HEAP_COMPRESSIONS)),
     Declaration("heap.snapshotEveryVersions", "heap_snapshot_every", 10, _int_at_least(1),
-                "Heap backend: write a full snapshot (in the background) once this many deltas follow the "
-                "last one, and they hold heap.snapshotMinDeltaPercent of its bytes; every commit writes its "
+                "Heap backend: Spark's maintenance starts a full snapshot (written in the background) once "
+                "this many deltas follow the last one and they hold heap.snapshotMinDeltaPercent of its "
+                "bytes, as Spark's HDFS provider writes its snapshots (spark.sql.streaming.stateStore."
+                "minDeltasForSnapshot): at most one per maintenance interval, whatever the batch rate. A "
+                "commit starts one itself once four times this many deltas wait. Every commit writes its "
                 "delta synchronously.", "an integer >= 1"),
     Declaration("heap.snapshotMinDeltaPercent", "heap_snapshot_min_delta_percent", 100,
                 _int_at_least(0, 10_000),

@@ -112,8 +112,8 @@ def find_full_snapshot(fm: CheckpointFileManager, version: int, lineage: Sequenc
     raise ChangeFeedError(
         f"no full snapshot of version {version} (batch {version - 1}) is retained at {fm.root}; the heap "
         f"backend's retained full snapshots: {listed}. Choose one of those as snapshotStartBatchId "
-        "(the heap backend writes one every spark.sql.streaming.stateStore.sparkstate.heap."
-        "snapshotEveryVersions versions or more; see heap.snapshotMinDeltaPercent)")
+        "(the heap backend writes one at a maintenance once spark.sql.streaming.stateStore.sparkstate.heap."
+        "snapshotEveryVersions versions or more follow the last; see heap.snapshotMinDeltaPercent)")
 
 
 def _manifests_naming_snapshots(fm: CheckpointFileManager, lineage: Sequence[Manifest]) -> Iterator[Manifest]:
