@@ -5,9 +5,9 @@ Both read what every commit records anyway, nothing else: a version's manifest n
 (`changeLog`: the journal of the batch's writes, journal.py; for the heap backend the version's delta).
 A version's changes are the last write of each key in its batch, in the order of those last writes; a
 remove is a write of None. A snapshot is a complete image of one version: for RocksDB every version's
-checkpoint is one; for the heap backend its full snapshots (`full-<s>.arrow`), which Spark's maintenance starts once
-`heap.snapshotEveryVersions` versions or more follow the last one (`heap.snapshotMinDeltaPercent`). Version v is the state
-after batch v-1. Under checkpoint format v2 both follow the lineage of the end version's attempt
+checkpoint is one; for the heap backend its full snapshots (`full-<s>.arrow`), which Spark's maintenance
+starts once `heap.snapshotEveryVersions` versions or more follow the last one
+(`heap.snapshotMinDeltaPercent`). Version v is the state after batch v-1. Under checkpoint format v2 both follow the lineage of the end version's attempt
 (`CheckpointFileManager.lineage`), the attempts Spark's commit log recorded. The writes of a version
 with idle-state stamps (engine/ttl.py) come without them, as Spark wrote them; the deletes of expired
 keys are deletes like any other.

@@ -79,14 +79,14 @@ def test_a_full_snapshot_waits_for_deltas_of_its_bytes_or_four_times_the_count(n
 def test_without_maintenance_a_commit_starts_a_full_snapshot_only_when_four_times_the_count_wait(new_store):
     s = new_store(heap_snapshot_every=2)
     s.load(0)
-    for v in range(1, 9):
+    for v in range(1, 9):  # commit 8 starts full-8 itself: eight deltas, overdue
         s.apply_batch([kv(i, b"%d" % v) for i in range(100)])
         s.commit()
         s.load(v)
         settle(s)
     assert [k for k, _ in chain(s, 8)] == ["heap-delta"] * 8  # due from 2 on, but maintenance starts those
     s.apply_batch([kv(0, b"9")])
-    s.commit()                                                # commit 8 started full-8: overdue
+    s.commit()
     assert chain(s, 9) == [("heap-full", 8), ("heap-delta", 9)]
 
 

@@ -11,7 +11,7 @@ from sparkstate.engine.rocksdb import backend as rocksdb_backend
 from sparkstate.engine.rocksdb.snapshot import CommittedFiles
 from sparkstate.errors import CorruptCheckpointError
 
-from ..conftest import contents, kv, make_spec, settle
+from ..conftest import contents, kv, maintain, make_spec, settle
 from .conftest import commit_versions_from
 
 FLUSH_EVERY = 3
@@ -289,21 +289,16 @@ def test_the_default_change_log_codec_is_zstd():
 
 # ---- the SST set of an idle logged version, written in maintenance --------------------------------------
 
-def _idle_sst_set(store: Store) -> None:
-    store.maintenance_snapshot()
-    settle(store)
-
-
 def test_maintenance_writes_an_idle_logged_versions_sst_set_for_the_next_commit(tmp_path):
     store = _store(tmp_path, rocksdb_flush_every=4)
     try:
         expected = _commit_versions(store, 2)  # 1 flushed, 2 logged
-        _idle_sst_set(store)  # one change log: half of the 4 versions a flush waits for are not there yet
+        maintain(store)  # one change log: half of the 4 versions a flush waits for are not there yet
         assert store._backend._sst_sets.peek_result() is None
         expected.update(commit_versions_from(store, 2, 3))  # 3 logged
         fm = store.file_manager
         assert [v for v, _ in CommittedFiles.of(fm.read_manifest(3)).logs] == [2, 3]
-        _idle_sst_set(store)
+        maintain(store)
         assert [v for v, _ in CommittedFiles.of(fm.read_manifest(3)).logs] == [2, 3]  # no manifest written
         store.apply_batch([kv(1000, b"v4")])
         metrics = store.commit().metrics
@@ -403,7 +398,7 @@ def test_maintenance_leaves_a_store_with_writes_since_its_version_alone(tmp_path
     try:
         _commit_versions(store, 3)
         store.apply_batch([kv(5000, b"pending")])
-        _idle_sst_set(store)
+        maintain(store)
         assert store._backend._sst_sets.peek_result() is None
         store.commit()
         assert [v for v, _ in CommittedFiles.of(store.file_manager.read_manifest(4)).logs] == [2, 3, 4]

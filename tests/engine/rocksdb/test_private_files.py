@@ -16,7 +16,7 @@ from sparkstate.checkpoint import CheckpointFileManager, Manifest, PrivateFile, 
 from sparkstate.engine.rocksdb.private_files import PACK_NAME, unpack_private_files, pack_private_files
 from sparkstate.errors import CorruptCheckpointError
 
-from ..conftest import contents, settle
+from ..conftest import contents, maintain
 from .conftest import commit_versions_from
 
 FLUSH_EVERY = 4
@@ -68,8 +68,7 @@ def test_an_sst_set_written_in_maintenance_has_its_own_pack(open_store):
         store.load(0)
         live: dict[bytes, bytes] = {}
         expected = commit_versions_from(store, 0, 3, live)
-        store.maintenance_snapshot()  # two logs wait: half of FLUSH_EVERY
-        settle(store)
+        maintain(store)  # two logs wait: half of FLUSH_EVERY
         expected.update(commit_versions_from(store, 3, 4, live))
         fm = store.file_manager
         first, fourth = _pack(fm.read_manifest(1)), _pack(fm.read_manifest(4))

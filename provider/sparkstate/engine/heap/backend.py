@@ -10,7 +10,7 @@ Commit of version v+1 (synchronous part, what Spark waits for):
   survived a failed commit), the commit falls back to gathering the changes since v (O(keys written)).
 Background (one runner): Spark's maintenance starts a full snapshot of the committed version once
   `heap.snapshotEveryVersions` deltas follow the last one and hold `heap.snapshotMinDeltaPercent` of its
-  bytes, as Spark's HDFS provider writes its snapshots, so at most one is due per maintenance interval
+  bytes, as Spark's HDFS provider writes its snapshots, so at most one starts per maintenance interval
   whatever the batch rate. A commit starts one itself only once FULL_AFTER_EVERY_TIMES as many deltas
   wait (maintenance not keeping up). The pinned view is written while the next micro-batches run; the
   first commit after it completes uses it as the new base of the chain (see snapshot.py, chain.py).
